@@ -1,0 +1,25 @@
+// Command kube-apiserver is Gantry's kube-apiserver: upstream's server with
+// Gantry's admission plugins registered and Gantry's patches applied.
+package main
+
+import (
+	"fmt"
+	"os"
+	_ "time/tzdata" // CronJob time zones, as upstream
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+
+	"github.com/gantry-dev/gantry/apiserver-patches/app"
+)
+
+func main() {
+	cmd, err := app.NewAPIServerCommand()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(cli.Run(cmd))
+}

@@ -1,0 +1,103 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Framework gives each spec of a Describe its own namespace, deleted after the
+// spec, and dumps that namespace's objects when the spec fails.
+type Framework struct {
+	// BaseName prefixes the namespaces.
+	BaseName string
+	// Namespace is the current spec's namespace.
+	Namespace string
+	// Client is the admin clientset.
+	Client kubernetes.Interface
+}
+
+// NewFramework registers the per-spec setup and teardown. Call it in the body
+// of a Describe.
+func NewFramework(baseName string) *Framework {
+	f := &Framework{BaseName: baseName}
+	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
+		f.Client = TestContext.Client
+		ns, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName: "e2e-" + baseName + "-",
+				Labels:       map[string]string{"e2e.gantry.dev/suite": baseName},
+			},
+		}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating the spec's namespace")
+		f.Namespace = ns.Name
+		ginkgo.DeferCleanup(f.teardown)
+	})
+	return f
+}
+
+func (f *Framework) teardown(ctx ginkgo.SpecContext) {
+	if ginkgo.CurrentSpecReport().Failed() {
+		dir := filepath.Join(TestContext.Artifacts, sanitize(ginkgo.CurrentSpecReport().FullText()))
+		if err := DumpNamespace(ctx, f.Client, f.Namespace, dir); err != nil {
+			ginkgo.GinkgoWriter.Printf("dumping namespace %s: %v\n", f.Namespace, err)
+		} else {
+			ginkgo.GinkgoWriter.Printf("objects of namespace %s written to %s\n", f.Namespace, dir)
+		}
+	}
+	err := f.Client.CoreV1().Namespaces().Delete(ctx, f.Namespace, metav1.DeleteOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting namespace %s", f.Namespace)
+}
+
+var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+func sanitize(s string) string {
+	s = unsafe.ReplaceAllString(s, "_")
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return s
+}
+
+// DumpNamespace writes the workloads, pods and events of ns, and the nodes,
+// as JSON files into dir.
+func DumpNamespace(ctx context.Context, c kubernetes.Interface, ns, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	lists := map[string]func() (runtime.Object, error){
+		"pods.json":        func() (runtime.Object, error) { return c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}) },
+		"events.json":      func() (runtime.Object, error) { return c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}) },
+		"deployments.json": func() (runtime.Object, error) { return c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}) },
+		"replicasets.json": func() (runtime.Object, error) { return c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{}) },
+		"nodes.json":       func() (runtime.Object, error) { return c.CoreV1().Nodes().List(ctx, metav1.ListOptions{}) },
+	}
+	var firstErr error
+	for file, list := range lists {
+		obj, err := list()
+		if err == nil {
+			var data []byte
+			if data, err = json.MarshalIndent(obj, "", "  "); err == nil {
+				err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("%s: %w", file, err)
+		}
+	}
+	return firstErr
+}

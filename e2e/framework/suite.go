@@ -1,0 +1,166 @@
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/local" // the runtime suites bring up
+)
+
+// Flags of every suite (after `--` on the ginkgo command line).
+var (
+	kubeconfigFlag = flag.String("kubeconfig", os.Getenv("KUBECONFIG"),
+		"cluster to test; empty brings up a local cluster for the suite and removes it after")
+	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
+	nodesFlag     = flag.Int("nodes", 3, "kwok nodes of a cluster the suite brings up")
+	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
+)
+
+// Labels of the suites, for `make e2e FOCUS=<label>`.
+const (
+	LabelSmoke = "smoke"
+)
+
+// Context is what specs share: the cluster and its clients.
+type Context struct {
+	// Kubeconfig is the cluster's admin kubeconfig.
+	Kubeconfig string
+	// Config and Client talk to the cluster as its admin.
+	Config *rest.Config
+	Client kubernetes.Interface
+	// Local is the local cluster handle when the cluster is one `make up`
+	// or this suite made; nil for any other cluster.
+	Local *cluster.Cluster
+	// Root is the repository checkout.
+	Root string
+	// Artifacts is where failure artifacts go.
+	Artifacts string
+}
+
+// TestContext is filled in by SetupSuite before any spec runs.
+var TestContext Context
+
+// failedMarker tells the process that tears the cluster down that some
+// process saw a spec fail, so component logs must be kept.
+const failedMarker = ".failed"
+
+// SetupSuite registers the suite-level setup: bring up a cluster unless one is
+// given (once, on ginkgo process 1), build clients on every process, and on
+// teardown export component logs if a spec failed, then remove a cluster the
+// suite made. Call it at the top level of each suite file:
+//
+//	var _ = framework.SetupSuite()
+func SetupSuite() bool {
+	ginkgo.SynchronizedBeforeSuite(func(ctx ginkgo.SpecContext) []byte {
+		root, err := cluster.FindRoot()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		artifacts := artifactsDir(root)
+		gomega.Expect(os.MkdirAll(artifacts, 0o755)).To(gomega.Succeed())
+		_ = os.Remove(filepath.Join(artifacts, failedMarker))
+		if *kubeconfigFlag != "" {
+			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", *kubeconfigFlag)
+			return []byte(*kubeconfigFlag)
+		}
+		c, err := localCluster(root)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.By("bringing up a local Gantry cluster for the suite")
+		gomega.Expect(c.Up(ctx)).To(gomega.Succeed())
+		return []byte(c.Kubeconfig())
+	}, func(kubeconfig []byte) {
+		root, err := cluster.FindRoot()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		TestContext.Root = root
+		TestContext.Artifacts = artifactsDir(root)
+		TestContext.Kubeconfig = string(kubeconfig)
+		TestContext.Config, err = clientcmd.BuildConfigFromFlags("", TestContext.Kubeconfig)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "reading kubeconfig %s", TestContext.Kubeconfig)
+		TestContext.Config.QPS, TestContext.Config.Burst = 100, 200
+		TestContext.Client, err = kubernetes.NewForConfig(TestContext.Config)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		// A cluster made by `make up` or by this suite is ours to inspect.
+		if c, err := localCluster(root); err == nil && sameFile(c.Kubeconfig(), TestContext.Kubeconfig) {
+			TestContext.Local = c
+		}
+	}, ginkgo.NodeTimeout(10*time.Minute))
+
+	ginkgo.SynchronizedAfterSuite(func() {}, func(ctx ginkgo.SpecContext) {
+		failed := fileExists(filepath.Join(TestContext.Artifacts, failedMarker))
+		if TestContext.Local != nil && failed {
+			dir := filepath.Join(TestContext.Artifacts, "component-logs")
+			if err := TestContext.Local.Runtime().ExportLogs(ctx, dir); err != nil {
+				ginkgo.GinkgoWriter.Printf("exporting component logs failed: %v\n", err)
+			} else {
+				ginkgo.GinkgoWriter.Printf("component logs exported to %s\n", dir)
+			}
+		}
+		if *kubeconfigFlag == "" && TestContext.Local != nil && !*retainFlag {
+			ginkgo.By("removing the suite's cluster")
+			gomega.Expect(TestContext.Local.Down(ctx)).To(gomega.Succeed())
+		}
+	}, ginkgo.NodeTimeout(3*time.Minute))
+
+	// Any failing spec, on any process, marks the run as failed.
+	ginkgo.ReportAfterEach(func(report ginkgo.SpecReport) {
+		if report.Failed() && TestContext.Artifacts != "" {
+			_ = os.WriteFile(filepath.Join(TestContext.Artifacts, failedMarker), []byte(report.FullText()), 0o644)
+		}
+	})
+	return true
+}
+
+func localCluster(root string) (*cluster.Cluster, error) {
+	return cluster.New(&cluster.Options{
+		Root:    root,
+		Nodes:   *nodesFlag,
+		Retain:  *retainFlag,
+		Timeout: 3 * time.Minute,
+		Out:     ginkgo.GinkgoWriter,
+	})
+}
+
+func artifactsDir(root string) string {
+	if *artifactsFlag != "" {
+		return *artifactsFlag
+	}
+	return filepath.Join(root, "_output", "e2e-artifacts")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// Timeouts bound every wait in the suites; a local kwok cluster meets them
+// with a wide margin, a loaded CI machine still does.
+const (
+	PollInterval   = 250 * time.Millisecond
+	DefaultTimeout = 2 * time.Minute
+)
+
+// Eventually is gomega's Eventually with the suites' interval and timeout.
+func Eventually(ctx context.Context, actual any) gomega.AsyncAssertion {
+	return gomega.Eventually(ctx, actual).WithPolling(PollInterval).WithTimeout(DefaultTimeout)
+}
+
+// Describe is ginkgo.Describe with the suite's label prefixed with [gantry].
+func Describe(text string, args ...any) bool {
+	return ginkgo.Describe(fmt.Sprintf("[gantry] %s", text), args...)
+}

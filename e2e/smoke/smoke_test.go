@@ -1,0 +1,147 @@
+package smoke
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/kind/pkg/nodes"
+)
+
+// gantryVersion is the shape hack/build.sh stamps: the upstream release, then
+// build metadata naming Gantry and its commit.
+var gantryVersion = regexp.MustCompile(`^v1\.\d+\.\d+\+gantry\.[0-9a-f]{12}(\.[a-z]+)*$`)
+
+var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
+	f := framework.NewFramework("smoke")
+
+	ginkgo.It("serves /version with the Gantry marker and commit", func(ctx ginkgo.SpecContext) {
+		v, err := f.Client.Discovery().ServerVersion()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(v.GitVersion).To(gomega.MatchRegexp(gantryVersion.String()),
+			"kube-apiserver is not a Gantry build (is KUBECONFIG pointing at another cluster?)")
+		gomega.Expect(v.GitCommit).To(gomega.MatchRegexp(`^[0-9a-f]{40}$`))
+		gomega.Expect(v.GitVersion).To(gomega.ContainSubstring(v.GitCommit[:12]), "marker and commit disagree")
+	})
+
+	ginkgo.It("runs a Deployment's pods on kwok nodes, placed by Gantry's kube-scheduler", func(ctx ginkgo.SpecContext) {
+		const replicas = 3
+		labels := map[string]string{"app": "smoke"}
+		dep := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: f.Namespace},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						Containers: []corev1.Container{{
+							Name:  "app",
+							Image: "registry.k8s.io/pause:3.10",
+							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+								corev1.ResourceCPU:    resource.MustParse("100m"),
+								corev1.ResourceMemory: resource.MustParse("64Mi"),
+							}},
+						}},
+					},
+				},
+			},
+		}
+		_, err := f.Client.AppsV1().Deployments(f.Namespace).Create(ctx, dep, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+
+		ginkgo.By("waiting for every replica to be Running")
+		var pods []corev1.Pod
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=smoke"})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(list.Items).To(gomega.HaveLen(replicas))
+			for _, p := range list.Items {
+				g.Expect(p.Status.Phase).To(gomega.Equal(corev1.PodRunning), "pod %s", p.Name)
+			}
+			pods = list.Items
+		}).Should(gomega.Succeed())
+
+		ginkgo.By("checking the pods are on kwok nodes")
+		for _, p := range pods {
+			node, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s is bound to node %q", p.Name, p.Spec.NodeName)
+			gomega.Expect(node.Annotations).To(gomega.HaveKeyWithValue(nodes.KwokAnnotation, "fake"), "node %s", node.Name)
+		}
+
+		ginkgo.By("checking every pod was scheduled by the leading kube-scheduler")
+		lease, err := f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(lease.Spec.HolderIdentity).NotTo(gomega.BeNil())
+		leader := *lease.Spec.HolderIdentity
+		for _, p := range pods {
+			framework.Eventually(ctx, func(g gomega.Gomega) {
+				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+					FieldSelector: fields.Set{"involvedObject.name": p.Name, "reason": "Scheduled"}.String(),
+				})
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				g.Expect(events.Items).NotTo(gomega.BeEmpty(), "no Scheduled event for pod %s", p.Name)
+				e := events.Items[0]
+				g.Expect(e.ReportingController).To(gomega.Equal(corev1.DefaultSchedulerName))
+				g.Expect(e.ReportingInstance).To(gomega.Equal(leader), "pod %s was scheduled by another scheduler than the lease holder", p.Name)
+				g.Expect(e.Message).To(gomega.ContainSubstring(p.Spec.NodeName))
+			}).Should(gomega.Succeed())
+		}
+
+		if framework.TestContext.Local == nil {
+			ginkgo.By("skipping the scheduler build check: the cluster was not made by Gantry's cluster program")
+			return
+		}
+		ginkgo.By("checking the lease holder is Gantry's kube-scheduler build")
+		metrics, err := framework.TestContext.Local.ComponentMetrics(ctx, "kube-scheduler")
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		build := buildInfo(metrics)
+		gomega.Expect(build).To(gomega.MatchRegexp(`git_version="`+strings.TrimSuffix(strings.TrimPrefix(gantryVersion.String(), "^"), "$")+`"`),
+			"kube-scheduler's kubernetes_build_info is %q", build)
+	})
+
+	ginkgo.It("serves every CRD under crds/", func(ctx ginkgo.SpecContext) {
+		list, err := crds.Load(framework.TestContext.Root + "/crds")
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		if len(list) == 0 {
+			ginkgo.Skip("Gantry ships no CRDs yet")
+		}
+		dyn, err := dynamic.NewForConfig(framework.TestContext.Config)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		for _, crd := range list {
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+				framework.Eventually(ctx, func() error {
+					_, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+					return err
+				}).Should(gomega.Succeed(), "listing %s", gvr)
+			}
+		}
+	})
+})
+
+func buildInfo(metrics string) string {
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "kubernetes_build_info{") {
+			return line
+		}
+	}
+	return ""
+}
+

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options describe the cluster to bring up. Paths left empty are derived
+// from Root, the repository checkout.
+type Options struct {
+	// Name of the cluster; several may coexist under one WorkDir.
+	Name string
+	// Runtime selects how the control plane runs: "local" or "kind".
+	Runtime string
+	// Root is the repository checkout. Empty: found from the working
+	// directory, or from BUILD_WORKSPACE_DIRECTORY under `bazel run`.
+	Root string
+	// BinDir holds the built binaries (default <Root>/_output/bin).
+	BinDir string
+	// CRDDir is searched for CustomResourceDefinition YAML (default <Root>/crds).
+	CRDDir string
+	// WorkDir holds the runtime's state: PKI, logs, pids (default <Root>/_output/cluster).
+	WorkDir string
+	// KubeconfigPath is where the admin kubeconfig is written (default <Root>/_output/kubeconfig).
+	KubeconfigPath string
+	// Nodes is how many kwok nodes the cluster has.
+	Nodes int
+	// APIServerPort pins kube-apiserver's port; 0 picks a free one.
+	APIServerPort int
+	// SchedulerConfig is an optional KubeSchedulerConfiguration file.
+	SchedulerConfig string
+	// Timeout bounds each wait (control plane, nodes, CRDs).
+	Timeout time.Duration
+	// Retain keeps a cluster whose creation failed, for debugging.
+	Retain bool
+	// Out receives progress lines.
+	Out io.Writer
+}
+
+// DefaultName is the name of the cluster `make up` creates.
+const DefaultName = "gantry"
+
+// Complete fills in defaults and checks the options.
+func (o *Options) Complete() error {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.Runtime == "" {
+		o.Runtime = "local"
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 3 * time.Minute
+	}
+	if o.Nodes < 0 {
+		return fmt.Errorf("--nodes must be 0 or more, got %d", o.Nodes)
+	}
+	if o.APIServerPort < 0 || o.APIServerPort > 65535 {
+		return fmt.Errorf("--port must be a TCP port (0 for any free port), got %d", o.APIServerPort)
+	}
+	if o.Root == "" {
+		root, err := FindRoot()
+		if err != nil {
+			return err
+		}
+		o.Root = root
+	}
+	def := func(p *string, rel string) {
+		if *p == "" {
+			*p = filepath.Join(o.Root, rel)
+		}
+		*p, _ = filepath.Abs(*p)
+	}
+	def(&o.BinDir, "_output/bin")
+	def(&o.CRDDir, "crds")
+	def(&o.WorkDir, "_output/cluster")
+	def(&o.KubeconfigPath, "_output/kubeconfig")
+	if o.SchedulerConfig != "" {
+		o.SchedulerConfig, _ = filepath.Abs(o.SchedulerConfig)
+	}
+	return nil
+}
+
+// FindRoot returns the repository checkout: BUILD_WORKSPACE_DIRECTORY when run
+// by `bazel run`, else the nearest parent of the working directory holding a
+// WORKSPACE file.
+func FindRoot() (string, error) {
+	if d := os.Getenv("BUILD_WORKSPACE_DIRECTORY"); d != "" {
+		return d, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "WORKSPACE")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find the Gantry checkout (no WORKSPACE file above the working directory): run from the repository or pass --root")
+		}
+		dir = parent
+	}
+}

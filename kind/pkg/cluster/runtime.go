@@ -1,0 +1,93 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Runtime creates and removes the control plane of a cluster. It is the
+// small seam between Gantry and the engine that runs the processes, in the
+// spirit of kind's node providers.
+type Runtime interface {
+	// Name is the runtime's name, as given to --runtime.
+	Name() string
+	// Preflight checks that everything Create needs is present, and returns
+	// an error that says how to fix it when not.
+	Preflight(ctx context.Context) error
+	// State reports whether the cluster exists and whether its processes run.
+	State(ctx context.Context) (State, error)
+	// Create starts a new control plane and returns when it serves.
+	Create(ctx context.Context) error
+	// Start restarts the processes of an existing, stopped cluster.
+	Start(ctx context.Context) error
+	// Delete stops every process and removes every file the runtime made.
+	Delete(ctx context.Context) error
+	// Kubeconfig is the path of the admin kubeconfig of the cluster.
+	Kubeconfig() string
+	// Components lists the control-plane components the runtime runs.
+	Components() []string
+	// LogTail returns the last lines of a component's log, for error messages.
+	LogTail(component string, lines int) (string, error)
+	// Stopped lists the components whose process is not running.
+	Stopped(ctx context.Context) ([]string, error)
+	// ExportLogs copies every component's log into dir.
+	ExportLogs(ctx context.Context, dir string) error
+}
+
+// State is what a runtime knows of its cluster.
+type State string
+
+const (
+	// StateAbsent means there is no cluster of that name.
+	StateAbsent State = "Absent"
+	// StateRunning means the cluster exists and all its processes run.
+	StateRunning State = "Running"
+	// StateStopped means the cluster exists but some process is not running.
+	StateStopped State = "Stopped"
+)
+
+// RuntimeFactory builds a runtime for the given options.
+type RuntimeFactory func(o *Options) (Runtime, error)
+
+var runtimes = map[string]RuntimeFactory{}
+
+// RegisterRuntime makes a runtime selectable by name. Runtime packages call it
+// from init; the program imports the ones it ships.
+func RegisterRuntime(name string, f RuntimeFactory) {
+	if _, dup := runtimes[name]; dup {
+		panic(fmt.Sprintf("cluster runtime %q registered twice", name))
+	}
+	runtimes[name] = f
+}
+
+// Runtimes lists the registered runtime names.
+func Runtimes() []string {
+	names := make([]string, 0, len(runtimes))
+	for n := range runtimes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func newRuntime(o *Options) (Runtime, error) {
+	f, ok := runtimes[o.Runtime]
+	if !ok {
+		return nil, fmt.Errorf("unknown runtime %q: choose one of %s", o.Runtime, strings.Join(Runtimes(), ", "))
+	}
+	return f(o)
+}
+
+// NotSupportedError is returned by runtimes that cannot do what was asked on
+// this machine or in this release.
+type NotSupportedError struct {
+	Runtime string
+	Reason  string
+}
+
+func (e *NotSupportedError) Error() string {
+	return fmt.Sprintf("runtime %q is not supported yet: %s", e.Runtime, e.Reason)
+}
+

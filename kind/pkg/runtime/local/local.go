@@ -1,0 +1,257 @@
+// Package local runs a Gantry cluster as local processes through kwokctl's
+// binary runtime: etcd, Gantry's kube-apiserver and kube-scheduler, upstream
+// kube-controller-manager and the kwok controller, all from the build output.
+// kwokctl owns process supervision and the cluster PKI; this package only
+// tells it which binaries to run and reads back its state.
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+)
+
+// Name is the runtime's name.
+const Name = "local"
+
+func init() {
+	cluster.RegisterRuntime(Name, func(o *cluster.Options) (cluster.Runtime, error) { return New(o), nil })
+}
+
+// components are the processes kwokctl runs, by the names it gives their
+// logs and pid files, and the binary each needs.
+var components = []struct{ name, binary string }{
+	{"etcd", "etcd"},
+	{"kube-apiserver", "kube-apiserver"},
+	{"kube-controller-manager", "kube-controller-manager"},
+	{"kube-scheduler", "kube-scheduler"},
+	{"kwok-controller", "kwok"},
+}
+
+// Runtime is the local runtime.
+type Runtime struct {
+	o *cluster.Options
+}
+
+var _ cluster.Runtime = &Runtime{}
+
+// New returns the local runtime for o.
+func New(o *cluster.Options) *Runtime { return &Runtime{o: o} }
+
+// Name implements cluster.Runtime.
+func (r *Runtime) Name() string { return Name }
+
+// Components implements cluster.Runtime.
+func (r *Runtime) Components() []string {
+	out := make([]string, 0, len(components))
+	for _, c := range components {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+func (r *Runtime) bin(name string) string { return filepath.Join(r.o.BinDir, name) }
+
+func (r *Runtime) clusterDir() string { return filepath.Join(r.o.WorkDir, "clusters", r.o.Name) }
+
+// Kubeconfig implements cluster.Runtime.
+func (r *Runtime) Kubeconfig() string { return r.o.KubeconfigPath }
+
+// Preflight implements cluster.Runtime: every binary is built, and a pinned
+// apiserver port is free.
+func (r *Runtime) Preflight(_ context.Context) error {
+	var missing []string
+	for _, b := range append([]string{"kwokctl"}, binaries()...) {
+		if st, err := os.Stat(r.bin(b)); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing binaries in %s: %s\nrun `make build` first", r.o.BinDir, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func binaries() []string {
+	out := make([]string, 0, len(components))
+	for _, c := range components {
+		out = append(out, c.binary)
+	}
+	return out
+}
+
+func checkPortFree(port int) error {
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("kube-apiserver port %d is in use (%v): stop what holds it, or pass --port 0 to pick a free port", port, err)
+	}
+	return l.Close()
+}
+
+// State implements cluster.Runtime.
+func (r *Runtime) State(ctx context.Context) (cluster.State, error) {
+	if _, err := os.Stat(filepath.Join(r.clusterDir(), "kwok.yaml")); errors.Is(err, os.ErrNotExist) {
+		return cluster.StateAbsent, nil
+	} else if err != nil {
+		return "", err
+	}
+	stopped, err := r.Stopped(ctx)
+	if err != nil {
+		return "", err
+	}
+	if len(stopped) > 0 {
+		return cluster.StateStopped, nil
+	}
+	return cluster.StateRunning, nil
+}
+
+// Stopped implements cluster.Runtime by reading kwokctl's pid files.
+func (r *Runtime) Stopped(_ context.Context) ([]string, error) {
+	var out []string
+	for _, c := range components {
+		if !alive(filepath.Join(r.clusterDir(), "pids", c.name+".pid")) {
+			out = append(out, c.name)
+		}
+	}
+	return out, nil
+}
+
+func alive(pidFile string) bool {
+	data, err := os.ReadFile(pidFile)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	err = syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Create implements cluster.Runtime.
+func (r *Runtime) Create(ctx context.Context) error {
+	if r.o.APIServerPort != 0 {
+		if err := checkPortFree(r.o.APIServerPort); err != nil {
+			return err
+		}
+	}
+	args := []string{
+		"create", "cluster",
+		"--runtime", "binary",
+		"--kube-apiserver-binary", r.bin("kube-apiserver"),
+		"--kube-scheduler-binary", r.bin("kube-scheduler"),
+		"--kube-controller-manager-binary", r.bin("kube-controller-manager"),
+		"--kwok-controller-binary", r.bin("kwok"),
+		"--etcd-binary", r.bin("etcd"),
+		// kwokctl would otherwise merge the context into ~/.kube/config.
+		"--kubeconfig", "",
+		"--wait", r.o.Timeout.String(),
+		"--timeout", r.o.Timeout.String(),
+	}
+	if r.o.APIServerPort != 0 {
+		args = append(args, "--kube-apiserver-port", strconv.Itoa(r.o.APIServerPort))
+	}
+	if r.o.SchedulerConfig != "" {
+		args = append(args, "--kube-scheduler-config", r.o.SchedulerConfig)
+	}
+	if err := r.kwokctl(ctx, args...); err != nil {
+		return err
+	}
+	return r.publishKubeconfig()
+}
+
+// Start implements cluster.Runtime.
+func (r *Runtime) Start(ctx context.Context) error {
+	if err := r.kwokctl(ctx, "start", "cluster", "--wait", r.o.Timeout.String(), "--timeout", r.o.Timeout.String()); err != nil {
+		return err
+	}
+	return r.publishKubeconfig()
+}
+
+// Delete implements cluster.Runtime.
+func (r *Runtime) Delete(ctx context.Context) error {
+	if _, err := os.Stat(r.clusterDir()); err == nil {
+		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", ""); err != nil {
+			return err
+		}
+	}
+	if err := os.Remove(r.o.KubeconfigPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	// kwokctl leaves the work dir's shared cache behind; remove the dir once
+	// no cluster is left in it.
+	if entries, err := os.ReadDir(filepath.Join(r.o.WorkDir, "clusters")); err == nil && len(entries) == 0 || errors.Is(err, os.ErrNotExist) {
+		return os.RemoveAll(r.o.WorkDir)
+	}
+	return nil
+}
+
+// publishKubeconfig copies kwokctl's admin kubeconfig to the documented path.
+func (r *Runtime) publishKubeconfig() error {
+	data, err := os.ReadFile(filepath.Join(r.clusterDir(), "kubeconfig.yaml"))
+	if err != nil {
+		return fmt.Errorf("kwokctl wrote no kubeconfig: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(r.o.KubeconfigPath), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(r.o.KubeconfigPath, data, 0o600)
+}
+
+// LogTail implements cluster.Runtime.
+func (r *Runtime) LogTail(component string, lines int) (string, error) {
+	data, err := os.ReadFile(filepath.Join(r.clusterDir(), "logs", component+".log"))
+	if err != nil {
+		return "", err
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n"), nil
+}
+
+// ExportLogs implements cluster.Runtime.
+func (r *Runtime) ExportLogs(ctx context.Context, dir string) error {
+	if _, err := os.Stat(r.clusterDir()); err != nil {
+		return err
+	}
+	return r.kwokctl(ctx, "export", "logs", dir)
+}
+
+// kwokctl runs kwokctl on this cluster. Its output is kept and shown only when
+// it fails, so that progress stays readable.
+func (r *Runtime) kwokctl(ctx context.Context, args ...string) error {
+	args = append(args, "--name", r.o.Name)
+	cmd := exec.CommandContext(ctx, r.bin("kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+r.o.WorkDir)
+	// kwokctl must not read a user's kwok configuration or kubeconfig.
+	cmd.Env = append(cmd.Env, "KWOK_CONFIG=", "KUBECONFIG=")
+	cmd.WaitDelay = 10 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:2], " "), err, indent(out.String()))
+	}
+	return nil
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
+}
