@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -43,6 +44,9 @@ type Context struct {
 	// Local is the local cluster handle when the cluster is one `make up`
 	// or this suite made; nil for any other cluster.
 	Local *cluster.Cluster
+	// OwnCluster is set when this suite brought the cluster up, and so
+	// removes it at the end; a cluster that was already there is kept.
+	OwnCluster bool
 	// Root is the repository checkout.
 	Root string
 	// Artifacts is where failure artifacts go.
@@ -71,19 +75,24 @@ func SetupSuite() bool {
 		_ = os.Remove(filepath.Join(artifacts, failedMarker))
 		if *kubeconfigFlag != "" {
 			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", *kubeconfigFlag)
-			return []byte(*kubeconfigFlag)
+			return mustJSON(suiteCluster{Kubeconfig: *kubeconfigFlag})
 		}
 		c, err := localCluster(root)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		ginkgo.By("bringing up a local Gantry cluster for the suite")
+		state, err := c.Runtime().State(ctx)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.By(fmt.Sprintf("bringing up a local Gantry cluster for the suite (it was %s)", state))
 		gomega.Expect(c.Up(ctx)).To(gomega.Succeed())
-		return []byte(c.Kubeconfig())
-	}, func(kubeconfig []byte) {
+		return mustJSON(suiteCluster{Kubeconfig: c.Kubeconfig(), Own: state == cluster.StateAbsent})
+	}, func(data []byte) {
+		var sc suiteCluster
+		gomega.Expect(json.Unmarshal(data, &sc)).To(gomega.Succeed())
 		root, err := cluster.FindRoot()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		TestContext.Root = root
 		TestContext.Artifacts = artifactsDir(root)
-		TestContext.Kubeconfig = string(kubeconfig)
+		TestContext.Kubeconfig = sc.Kubeconfig
+		TestContext.OwnCluster = sc.Own
 		TestContext.Config, err = clientcmd.BuildConfigFromFlags("", TestContext.Kubeconfig)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "reading kubeconfig %s", TestContext.Kubeconfig)
 		TestContext.Config.QPS, TestContext.Config.Burst = 100, 200
@@ -105,7 +114,7 @@ func SetupSuite() bool {
 				ginkgo.GinkgoWriter.Printf("component logs exported to %s\n", dir)
 			}
 		}
-		if *kubeconfigFlag == "" && TestContext.Local != nil && !*retainFlag {
+		if TestContext.OwnCluster && TestContext.Local != nil && !*retainFlag {
 			ginkgo.By("removing the suite's cluster")
 			gomega.Expect(TestContext.Local.Down(ctx)).To(gomega.Succeed())
 		}
@@ -118,6 +127,18 @@ func SetupSuite() bool {
 		}
 	})
 	return true
+}
+
+// suiteCluster is what process 1 tells the others about the cluster.
+type suiteCluster struct {
+	Kubeconfig string
+	Own        bool
+}
+
+func mustJSON(v any) []byte {
+	data, err := json.Marshal(v)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return data
 }
 
 func localCluster(root string) (*cluster.Cluster, error) {

@@ -86,7 +86,10 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 		lease, err := f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(lease.Spec.HolderIdentity).NotTo(gomega.BeNil())
-		leader := *lease.Spec.HolderIdentity
+		// The lease holder is "<host>_<uuid>"; the scheduler reports its
+		// events as "<profile>-<host>".
+		leaderHost, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		leader := corev1.DefaultSchedulerName + "-" + leaderHost
 		for _, p := range pods {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{

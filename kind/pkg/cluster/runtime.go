@@ -34,6 +34,8 @@ type Runtime interface {
 	Stopped(ctx context.Context) ([]string, error)
 	// ExportLogs copies every component's log into dir.
 	ExportLogs(ctx context.Context, dir string) error
+	// Metrics scrapes a component's Prometheus metrics.
+	Metrics(ctx context.Context, component string) (string, error)
 }
 
 // State is what a runtime knows of its cluster.

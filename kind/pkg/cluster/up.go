@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,11 @@ func (c *Cluster) Kubeconfig() string { return c.runtime.Kubeconfig() }
 
 // Runtime is the runtime running the cluster.
 func (c *Cluster) Runtime() Runtime { return c.runtime }
+
+// ComponentMetrics scrapes a control-plane component's metrics.
+func (c *Cluster) ComponentMetrics(ctx context.Context, component string) (string, error) {
+	return c.runtime.Metrics(ctx, component)
+}
 
 // RESTConfig returns a client configuration for the cluster's admin user.
 func (c *Cluster) RESTConfig() (*rest.Config, error) {
@@ -189,6 +195,10 @@ func (c *Cluster) waitControlPlane(ctx context.Context, client kubernetes.Interf
 	for _, lease := range []string{"kube-scheduler", "kube-controller-manager"} {
 		var holder string
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, c.opts.Timeout, true, func(ctx context.Context) (bool, error) {
+			// A component that exited will not come back: fail at once.
+			if stopped, err := c.runtime.Stopped(ctx); err == nil && slices.Contains(stopped, lease) {
+				return false, errExited
+			}
 			l, err := client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, lease, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) || err != nil {
 				return false, nil
@@ -196,12 +206,17 @@ func (c *Cluster) waitControlPlane(ctx context.Context, client kubernetes.Interf
 			holder = leaseHolder(l)
 			return holder != "", nil
 		})
+		if errors.Is(err, errExited) {
+			return "", &componentError{component: lease, err: errExited}
+		}
 		if err != nil {
 			return "", &componentError{component: lease, err: fmt.Errorf("did not acquire its leader lease within %s", c.opts.Timeout)}
 		}
 	}
 	return "", nil
 }
+
+var errExited = errors.New("exited")
 
 func leaseHolder(l *coordinationv1.Lease) string {
 	if l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {

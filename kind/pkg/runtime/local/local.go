@@ -70,7 +70,7 @@ func (r *Runtime) Kubeconfig() string { return r.o.KubeconfigPath }
 
 // Preflight implements cluster.Runtime: every binary is built, and a pinned
 // apiserver port is free.
-func (r *Runtime) Preflight(_ context.Context) error {
+func (r *Runtime) Preflight(ctx context.Context) error {
 	var missing []string
 	for _, b := range append([]string{"kwokctl"}, binaries()...) {
 		if st, err := os.Stat(r.bin(b)); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
@@ -79,6 +79,11 @@ func (r *Runtime) Preflight(_ context.Context) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing binaries in %s: %s\nrun `make build` first", r.o.BinDir, strings.Join(missing, ", "))
+	}
+	if r.o.APIServerPort != 0 {
+		if state, err := r.State(ctx); err == nil && state == cluster.StateAbsent {
+			return checkPortFree(r.o.APIServerPort)
+		}
 	}
 	return nil
 }
@@ -142,11 +147,6 @@ func alive(pidFile string) bool {
 
 // Create implements cluster.Runtime.
 func (r *Runtime) Create(ctx context.Context) error {
-	if r.o.APIServerPort != 0 {
-		if err := checkPortFree(r.o.APIServerPort); err != nil {
-			return err
-		}
-	}
 	args := []string{
 		"create", "cluster",
 		"--runtime", "binary",
@@ -183,7 +183,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 // Delete implements cluster.Runtime.
 func (r *Runtime) Delete(ctx context.Context) error {
 	if _, err := os.Stat(r.clusterDir()); err == nil {
-		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", ""); err != nil {
+		// kwokctl removes the cluster's context from the kubeconfig it is
+		// given; give it its own, which goes away with the cluster.
+		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", filepath.Join(r.clusterDir(), "kubeconfig.yaml")); err != nil {
 			return err
 		}
 	}
@@ -226,6 +228,10 @@ func (r *Runtime) LogTail(component string, lines int) (string, error) {
 // ExportLogs implements cluster.Runtime.
 func (r *Runtime) ExportLogs(ctx context.Context, dir string) error {
 	if _, err := os.Stat(r.clusterDir()); err != nil {
+		return err
+	}
+	// kwokctl refuses to export into a directory left by an earlier run.
+	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
 	return r.kwokctl(ctx, "export", "logs", dir)
