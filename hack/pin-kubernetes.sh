@@ -21,9 +21,12 @@ if [[ ${#modules[@]} -eq 0 ]]; then
   exit 1
 fi
 
-# Drop the previous block so modules upstream no longer stages do not linger.
+# Drop replaces of k8s.io modules upstream no longer stages; the others are
+# updated in place, so re-running with the same version changes nothing.
 for old in $(go mod edit -json | sed -n 's#.*"Path": "\(k8s\.io/[^"]*\)".*#\1#p' | sort -u); do
-  go mod edit -dropreplace "${old}" 2>/dev/null || true
+  if [[ " ${modules[*]} " != *" ${old} "* ]] && go mod edit -json | grep -q "\"Path\": \"${old}\"," ; then
+    go mod edit -dropreplace "${old}" 2>/dev/null || true
+  fi
 done
 
 args=(-require "k8s.io/kubernetes@v${version}")

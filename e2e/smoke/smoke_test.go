@@ -147,4 +147,3 @@ func buildInfo(metrics string) string {
 	}
 	return ""
 }
-

@@ -92,4 +92,3 @@ type NotSupportedError struct {
 func (e *NotSupportedError) Error() string {
 	return fmt.Sprintf("runtime %q is not supported yet: %s", e.Runtime, e.Reason)
 }
-

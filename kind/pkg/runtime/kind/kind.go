@@ -21,4 +21,3 @@ func init() {
 		return nil, &cluster.NotSupportedError{Runtime: Name, Reason: reason}
 	})
 }
-

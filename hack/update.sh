@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Regenerates everything hack/verify.sh checks: the Kubernetes replace block,
+# tidy modules, formatting, generated API code and CRD YAML, Bazel metadata.
+set -euo pipefail
+GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "${GANTRY_ROOT}/hack/lib.sh"
+cd "${GANTRY_ROOT}"
+
+hack/pin-kubernetes.sh "$(gantry::k8s_version)"
+go mod tidy
+(cd hack/tools && go mod tidy)
+gantry::generate_crds "${GANTRY_ROOT}/crds/manifests"
+gofmt -s -w $(git ls-files -co --exclude-standard '*.go')
+hack/update-bazel.sh

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fails when anything hack/update.sh would change, or when code does not vet.
+# Every generated file is regenerated into a temporary copy and diffed, so the
+# checkout is never modified.
+set -uo pipefail
+GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "${GANTRY_ROOT}/hack/lib.sh"
+cd "${GANTRY_ROOT}"
+
+failed=()
+check() {
+  local name="$1"; shift
+  printf '==> verify %s\n' "${name}"
+  if ! "$@"; then
+    failed+=("${name}")
+    printf 'FAILED: %s\n' "${name}"
+  fi
+}
+
+gofmt_clean() {
+  local bad
+  bad="$(gofmt -s -l $(git ls-files -co --exclude-standard '*.go'))"
+  [[ -z "${bad}" ]] || { printf 'not gofmt -s clean (run make update):\n%s\n' "${bad}"; return 1; }
+}
+
+vet() { go vet ./...; }
+
+tidy() {
+  go mod tidy -diff && (cd hack/tools && go mod tidy -diff)
+}
+
+# The replace block must be exactly what the pin script derives from the pinned release.
+pinned() {
+  local tmp; tmp="$(mktemp -d)"
+  mkdir -p "${tmp}/hack"
+  cp go.mod go.sum "${tmp}/"
+  cp hack/pin-kubernetes.sh "${tmp}/hack/"
+  (cd "${tmp}" && hack/pin-kubernetes.sh "$(cd "${GANTRY_ROOT}" && gantry::k8s_version)" >/dev/null) || { rm -rf "${tmp}"; return 1; }
+  local rc=0
+  diff -u go.mod "${tmp}/go.mod" || { echo "go.mod replace block is stale: run make update"; rc=1; }
+  rm -rf "${tmp}"
+  return "${rc}"
+}
+
+crds() {
+  local tmp; tmp="$(mktemp -d)"
+  local rc=0
+  if ! gantry::generate_crds "${tmp}"; then
+    rc=1
+  elif [[ -d crds/manifests || -n "$(ls -A "${tmp}")" ]]; then
+    diff -ru crds/manifests "${tmp}" || { echo "CRD YAML is stale: run make update"; rc=1; }
+  fi
+  # Deepcopy code is written next to the types: compare against git.
+  if [[ -n "$(git status --porcelain -- 'crds/*zz_generated*')" ]]; then
+    git --no-pager diff -- 'crds/*zz_generated*'
+    echo "deepcopy code is stale: run make update"
+    rc=1
+  fi
+  rm -rf "${tmp}"
+  return "${rc}"
+}
+
+check gofmt gofmt_clean
+check vet vet
+check "go.mod tidy" tidy
+check "kubernetes pin" pinned
+check "generated API code and CRDs" crds
+check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
+
+if ((${#failed[@]})); then
+  printf '\nverify failed: %s\n' "${failed[*]}"
+  exit 1
+fi
+echo "verify passed"
