@@ -30,9 +30,16 @@ done
 
 step() { printf '==> %s\n' "$*"; }
 
-step "kube-apiserver, kube-scheduler (Gantry), kube-controller-manager, kubectl (${git_version})"
+step "kube-apiserver (Gantry, patched k8s.io/kubernetes: $(cd apiserver-patches/patches && ls | tr '\n' ' '))"
+hack/patch-kubernetes.sh
+apiserver_ldflags="${k8s_ldflags[*]}"
+# The version string says the apiserver is patched: v1.36.3+gantry.<commit>.patched
+apiserver_ldflags="${apiserver_ldflags//${git_version}/${git_version}.patched}"
+go build -modfile="${root}/_output/patched/go.mod" -tags gantry_patched -ldflags "${apiserver_ldflags}" \
+  -o "${out}/kube-apiserver" ./apiserver-patches/cmd/kube-apiserver
+
+step "kube-scheduler (Gantry), kube-controller-manager, kubectl (${git_version})"
 go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
-  ./apiserver-patches/cmd/kube-apiserver \
   ./scheduler/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kube-controller-manager \
   k8s.io/kubernetes/cmd/kubectl

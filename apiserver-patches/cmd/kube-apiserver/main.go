@@ -13,9 +13,14 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"
 
 	"github.com/gantry-dev/gantry/apiserver-patches/app"
+	"github.com/gantry-dev/gantry/apiserver-patches/narrowing/install"
 )
 
 func main() {
+	if err := install.Install(); err != nil {
+		fmt.Fprintln(os.Stderr, "kube-apiserver:", err)
+		os.Exit(1)
+	}
 	cmd, err := app.NewAPIServerCommand()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,452 @@
+package narrowing
+
+import (
+	"math"
+	"slices"
+	"strconv"
+
+	core "k8s.io/kubernetes/pkg/apis/core"
+)
+
+// nodeNameField is the only node field nodeSelectorTerms can match on.
+const nodeNameField = "metadata.name"
+
+// valueList is the values of one In or NotIn requirement. Short lists are
+// scanned; a long one gets a set the first time it is probed.
+type valueList struct {
+	vals []string
+	set  map[string]struct{}
+}
+
+const scanLimit = 12
+
+func (l *valueList) has(v string) bool {
+	if len(l.vals) <= scanLimit {
+		return slices.Contains(l.vals, v)
+	}
+	if l.set == nil {
+		l.set = make(map[string]struct{}, len(l.vals))
+		for _, x := range l.vals {
+			l.set[x] = struct{}{}
+		}
+	}
+	_, ok := l.set[v]
+	return ok
+}
+
+// keySet is the set of values of one label (or of the node name) that one
+// term admits: the conjunction of that term's requirements on the key. The
+// domain is "label absent" plus every string.
+type keySet struct {
+	key   string
+	field bool // metadata.name: always present
+	// absent: a node without the label is admitted.
+	absent bool
+	// A present value v is admitted when it is in every list of ins, in no
+	// list of notIns, and, if ints, parses as a base-10 int64 n with
+	// lo <= n <= hi (inclusive bounds).
+	ins    []*valueList
+	notIns []*valueList
+	ints   bool
+	lo, hi int64
+}
+
+func newKeySet(key string, field bool) *keySet {
+	return &keySet{key: key, field: field, absent: !field, lo: math.MinInt64, hi: math.MaxInt64}
+}
+
+// parseInt is how the scheduler reads Gt/Lt label values.
+func parseInt(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// member reports whether a present value v is admitted.
+func (s *keySet) member(v string) bool {
+	return s.memberSkipping(v, -1)
+}
+
+// memberSkipping is member without checking ins[skip], for values drawn from
+// that very list.
+func (s *keySet) memberSkipping(v string, skip int) bool {
+	for i, l := range s.ins {
+		if i != skip && !l.has(v) {
+			return false
+		}
+	}
+	for _, l := range s.notIns {
+		if l.has(v) {
+			return false
+		}
+	}
+	if s.ints {
+		n, ok := parseInt(v)
+		if !ok || n < s.lo || n > s.hi {
+			return false
+		}
+	}
+	return true
+}
+
+// finite reports whether the admitted present values are finitely many.
+// Integer ranges are not: "7", "07" and "+7" all parse as 7.
+func (s *keySet) finite() bool { return len(s.ins) > 0 || s.emptyRange() }
+
+func (s *keySet) emptyRange() bool { return s.ints && s.lo > s.hi }
+
+// presentEmpty reports whether no present value is admitted.
+func (s *keySet) presentEmpty() bool {
+	if len(s.ins) > 0 {
+		for _, v := range s.ins[0].vals {
+			if s.memberSkipping(v, 0) {
+				return false
+			}
+		}
+		return true
+	}
+	return s.emptyRange()
+}
+
+func (s *keySet) empty() bool { return !s.absent && s.presentEmpty() }
+
+// universal reports whether the set admits everything of its domain.
+func (s *keySet) universal() bool {
+	return (s.absent || s.field) && len(s.ins) == 0 && len(s.notIns) == 0 && !s.ints
+}
+
+// compiledTerm is a nodeSelectorTerm as a conjunction of per-key sets.
+type compiledTerm struct {
+	keys []*keySet
+	// nothing: the term admits no node (no requirements at all, an
+	// unsatisfiable key, or an old requirement that cannot be interpreted).
+	nothing bool
+	// uninterpreted describes the first requirement that could not be
+	// interpreted, for messages.
+	uninterpreted string
+}
+
+func (t *compiledTerm) keySet(key string, field bool) *keySet {
+	for _, k := range t.keys {
+		if k.key == key && k.field == field {
+			return k
+		}
+	}
+	k := newKeySet(key, field)
+	t.keys = append(t.keys, k)
+	return k
+}
+
+func (t *compiledTerm) find(key string, field bool) *keySet {
+	for _, k := range t.keys {
+		if k.key == key && k.field == field {
+			return k
+		}
+	}
+	return nil
+}
+
+// side says how to read a requirement that cannot be interpreted: in an old
+// term it makes the term admit nothing (the old set is under-approximated),
+// in a new term it is ignored (the new set is over-approximated). Both keep
+// the containment check sound.
+type side bool
+
+const (
+	oldSide side = true
+	newSide side = false
+)
+
+func compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
+	t := &compiledTerm{}
+	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+		t.nothing = true // the scheduler: an empty term selects no node
+		return t
+	}
+	add := func(r *core.NodeSelectorRequirement, field bool) {
+		if !t.apply(r, field) {
+			if t.uninterpreted == "" {
+				t.uninterpreted = describeRequirement(r, field)
+			}
+			if sd == oldSide {
+				t.nothing = true
+			}
+		}
+	}
+	for i := range term.MatchExpressions {
+		add(&term.MatchExpressions[i], false)
+	}
+	for i := range term.MatchFields {
+		add(&term.MatchFields[i], true)
+	}
+	for _, k := range t.keys {
+		if k.empty() {
+			t.nothing = true
+		}
+	}
+	return t
+}
+
+// apply narrows the term by one requirement, reporting false when the
+// requirement cannot be interpreted (and leaving the term as it was).
+func (t *compiledTerm) apply(r *core.NodeSelectorRequirement, field bool) bool {
+	if field {
+		// The scheduler matches fields with one-value In/NotIn selectors on
+		// metadata.name only.
+		if r.Key != nodeNameField || len(r.Values) != 1 ||
+			(r.Operator != core.NodeSelectorOpIn && r.Operator != core.NodeSelectorOpNotIn) {
+			return false
+		}
+	}
+	switch r.Operator {
+	case core.NodeSelectorOpIn:
+		if len(r.Values) == 0 {
+			return false
+		}
+		k := t.keySet(r.Key, field)
+		k.absent = false
+		k.ins = append(k.ins, &valueList{vals: r.Values})
+	case core.NodeSelectorOpNotIn:
+		if len(r.Values) == 0 {
+			return false
+		}
+		k := t.keySet(r.Key, field)
+		k.notIns = append(k.notIns, &valueList{vals: r.Values})
+	case core.NodeSelectorOpExists:
+		if len(r.Values) != 0 {
+			return false
+		}
+		t.keySet(r.Key, field).absent = false
+	case core.NodeSelectorOpDoesNotExist:
+		if len(r.Values) != 0 {
+			return false
+		}
+		k := t.keySet(r.Key, field)
+		k.ins = append(k.ins, &valueList{}) // no present value
+	case core.NodeSelectorOpGt, core.NodeSelectorOpLt:
+		if len(r.Values) != 1 {
+			return false
+		}
+		n, ok := parseInt(r.Values[0])
+		if !ok {
+			return false
+		}
+		k := t.keySet(r.Key, field)
+		k.absent = false
+		k.ints = true
+		if r.Operator == core.NodeSelectorOpGt {
+			if n == math.MaxInt64 {
+				k.lo, k.hi = 1, 0 // nothing is greater
+			} else {
+				k.lo = max(k.lo, n+1)
+			}
+		} else {
+			if n == math.MinInt64 {
+				k.lo, k.hi = 1, 0
+			} else {
+				k.hi = min(k.hi, n-1)
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// gap explains why a new term is not contained in an old one: a key on
+// which the new term admits a value (or absence) the old one does not.
+type gap struct {
+	key     string
+	field   bool
+	absent  bool   // the witness is a node without the label
+	value   string // else the witness value
+	why     string // set when there is no per-key witness
+	termIdx int    // the old term
+}
+
+// containedIn reports whether every node n admits, o admits too.
+func containedIn(n, o *compiledTerm) (bool, *gap) {
+	if n.nothing {
+		return true, nil
+	}
+	if o.nothing {
+		if o.uninterpreted != "" {
+			return false, &gap{why: "it has a requirement Gantry cannot interpret (" + o.uninterpreted + "), so it is taken to admit no node"}
+		}
+		return false, &gap{why: "it admits no node"}
+	}
+	for _, ok := range o.keys {
+		if ok.universal() {
+			continue
+		}
+		if sub, g := keySubset(n.find(ok.key, ok.field), ok); !sub {
+			return false, g
+		}
+	}
+	return true, nil
+}
+
+// keySubset reports whether n (nil: unconstrained) admits only what o does,
+// and if not, a witness n admits and o does not.
+func keySubset(n, o *keySet) (bool, *gap) {
+	if n == nil {
+		n = newKeySet(o.key, o.field)
+	}
+	g := &gap{key: o.key, field: o.field}
+	if n.absent && !o.absent {
+		g.absent = true
+		return false, g
+	}
+	if n.presentEmpty() {
+		return true, nil
+	}
+	if len(n.ins) > 0 {
+		if len(n.ins) == 1 && len(n.notIns) == 0 && !n.ints &&
+			len(o.ins) == 1 && len(o.notIns) == 0 && !o.ints && isSubsequence(n.ins[0].vals, o.ins[0].vals) {
+			return true, nil // the common narrowing: values removed from an In list
+		}
+		for _, v := range n.ins[0].vals {
+			if n.memberSkipping(v, 0) && !o.member(v) {
+				g.value = v
+				return false, g
+			}
+		}
+		return true, nil
+	}
+	// n admits infinitely many values.
+	if o.finite() {
+		g.value = witnessOutside(n, o)
+		return false, g
+	}
+	if o.ints {
+		if !n.ints {
+			g.value = witnessOutside(n, o)
+			return false, g
+		}
+		if n.lo < o.lo || n.hi > o.hi {
+			g.value = witnessOutside(n, o)
+			return false, g
+		}
+	}
+	for _, l := range o.notIns {
+		for _, e := range l.vals {
+			if n.member(e) {
+				g.value = e
+				return false, g
+			}
+		}
+	}
+	return true, nil
+}
+
+// isSubsequence reports whether sub's values appear in full, in order, in
+// list: then every value of sub is in list, without building a set.
+func isSubsequence(sub, list []string) bool {
+	if len(sub) > len(list) {
+		return false
+	}
+	j := 0
+	for _, v := range sub {
+		for j < len(list) && list[j] != v {
+			j++
+		}
+		if j == len(list) {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// witnessOutside finds a value n admits and o does not, for an n that admits
+// infinitely many values. It is only called when one exists; it tries the
+// integers at the edges of both ranges and fresh strings, each also
+// zero-padded (another spelling of the same integer).
+func witnessOutside(n, o *keySet) string {
+	var cands []string
+	addInt := func(x int64) {
+		s := strconv.FormatInt(x, 10)
+		cands = append(cands, s)
+		if x >= 0 {
+			cands = append(cands, "0"+s, "00"+s)
+		} else {
+			cands = append(cands, "-0"+s[1:], "-00"+s[1:])
+		}
+	}
+	if n.ints {
+		for _, x := range []int64{n.lo, n.hi, o.lo - 1, o.hi + 1, 0} {
+			if x >= n.lo && x <= n.hi {
+				addInt(x)
+			}
+		}
+		// Enough consecutive integers to step over a finite o.
+		for i := int64(0); i < int64(countValues(o)+countExcluded(n)+1) && n.lo+i <= n.hi && n.lo+i >= n.lo; i++ {
+			addInt(n.lo + i)
+		}
+	} else {
+		cands = append(cands, "other")
+		for i := range countValues(o) + countExcluded(n) + 1 {
+			cands = append(cands, "other-"+strconv.Itoa(i))
+		}
+	}
+	for _, c := range cands {
+		if n.member(c) && !o.member(c) {
+			return c
+		}
+	}
+	return "" // unreachable for the callers' preconditions
+}
+
+func countValues(s *keySet) int {
+	if len(s.ins) == 0 {
+		return 0
+	}
+	return len(s.ins[0].vals)
+}
+
+func countExcluded(s *keySet) int {
+	c := 0
+	for _, l := range s.notIns {
+		c += len(l.vals)
+	}
+	return c
+}
+
+// admits reports whether a node with the given labels and name is admitted.
+func (t *compiledTerm) admits(labels map[string]string, name string) bool {
+	if t.nothing {
+		return false
+	}
+	for _, k := range t.keys {
+		var v string
+		present := true
+		if k.field {
+			v = name
+		} else {
+			v, present = labels[k.key]
+		}
+		if !present {
+			if !k.absent {
+				return false
+			}
+			continue
+		}
+		if !k.member(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// sample picks a value (or absence) the key set admits.
+func (s *keySet) sample() (value string, absent bool) {
+	if len(s.ins) > 0 {
+		for _, v := range s.ins[0].vals {
+			if s.memberSkipping(v, 0) {
+				return v, false
+			}
+		}
+	} else if v := witnessOutside(s, &keySet{ins: []*valueList{{}}}); v != "" {
+		return v, false
+	}
+	return "", s.absent
+}
