@@ -12,7 +12,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit verify test clean update
+.PHONY: all build up down status e2e unit integration bench verify test clean update
 
 all: build
 
@@ -35,9 +35,18 @@ status:
 unit:
 	go test $(UNIT_PKGS)
 
+## integration: tests against real etcd + Gantry's kube-apiserver from _output/bin (build tag integration).
+integration: build
+	go test -tags integration $$(go list -tags integration ./... | grep '/integration$$')
+
+## bench: Gantry's checks against upstream's, same inputs, same run; prints ns/op and ratios.
+bench: build
+	GANTRY_BENCH=1 go test -modfile=_output/patched/go.mod -tags gantry_patched -count=1 \
+		-run TestNarrowingVsUpstream -v ./apiserver-patches/narrowing/install | grep -v '^=== RUN'
+
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
-	mkdir -p $(ARTIFACTS)
+	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
 	$(GINKGO) -v --timeout=40m $(if $(FOCUS),--label-filter='$(FOCUS)') \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS))
 
@@ -49,8 +58,8 @@ verify:
 update:
 	hack/update.sh
 
-## test: what CI runs.
-test: verify unit build e2e
+## test: what CI runs (verify, unit, build, integration, e2e).
+test: verify unit build integration e2e
 
 clean:
 	-go run ./kind down

@@ -45,8 +45,8 @@ type keySet struct {
 	// A present value v is admitted when it is in every list of ins, in no
 	// list of notIns, and, if ints, parses as a base-10 int64 n with
 	// lo <= n <= hi (inclusive bounds).
-	ins    []*valueList
-	notIns []*valueList
+	ins    []valueList
+	notIns []valueList
 	ints   bool
 	lo, hi int64
 }
@@ -69,13 +69,13 @@ func (s *keySet) member(v string) bool {
 // memberSkipping is member without checking ins[skip], for values drawn from
 // that very list.
 func (s *keySet) memberSkipping(v string, skip int) bool {
-	for i, l := range s.ins {
-		if i != skip && !l.has(v) {
+	for i := range s.ins {
+		if i != skip && !s.ins[i].has(v) {
 			return false
 		}
 	}
-	for _, l := range s.notIns {
-		if l.has(v) {
+	for i := range s.notIns {
+		if s.notIns[i].has(v) {
 			return false
 		}
 	}
@@ -116,7 +116,10 @@ func (s *keySet) universal() bool {
 
 // compiledTerm is a nodeSelectorTerm as a conjunction of per-key sets.
 type compiledTerm struct {
-	keys []*keySet
+	keys []keySet
+	// lists is the backing store of the keys' value lists, one per
+	// requirement, so compiling a term allocates a constant number of times.
+	lists []valueList
 	// nothing: the term admits no node (no requirements at all, an
 	// unsatisfiable key, or an old requirement that cannot be interpreted).
 	nothing bool
@@ -126,23 +129,35 @@ type compiledTerm struct {
 }
 
 func (t *compiledTerm) keySet(key string, field bool) *keySet {
-	for _, k := range t.keys {
-		if k.key == key && k.field == field {
-			return k
-		}
+	if k := t.find(key, field); k != nil {
+		return k
 	}
-	k := newKeySet(key, field)
-	t.keys = append(t.keys, k)
-	return k
+	t.keys = append(t.keys, *newKeySet(key, field))
+	return &t.keys[len(t.keys)-1]
 }
 
 func (t *compiledTerm) find(key string, field bool) *keySet {
-	for _, k := range t.keys {
-		if k.key == key && k.field == field {
-			return k
+	for i := range t.keys {
+		if t.keys[i].key == key && t.keys[i].field == field {
+			return &t.keys[i]
 		}
 	}
 	return nil
+}
+
+// list returns a one-element slice holding vals, carved from the term's
+// store; appending a second list to it reallocates rather than overwriting.
+func (t *compiledTerm) list(vals []string) []valueList {
+	t.lists = append(t.lists, valueList{vals: vals})
+	n := len(t.lists)
+	return t.lists[n-1 : n : n]
+}
+
+func appendList(dst []valueList, t *compiledTerm, vals []string) []valueList {
+	if dst == nil {
+		return t.list(vals)
+	}
+	return append(dst, valueList{vals: vals})
 }
 
 // side says how to read a requirement that cannot be interpreted: in an old
@@ -157,8 +172,10 @@ const (
 )
 
 func compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
-	t := &compiledTerm{}
-	if len(term.MatchExpressions) == 0 && len(term.MatchFields) == 0 {
+	n := len(term.MatchExpressions) + len(term.MatchFields)
+	// keys must not grow once handed out as pointers: size it for the worst case.
+	t := &compiledTerm{keys: make([]keySet, 0, n), lists: make([]valueList, 0, n)}
+	if n == 0 {
 		t.nothing = true // the scheduler: an empty term selects no node
 		return t
 	}
@@ -178,8 +195,8 @@ func compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
 	for i := range term.MatchFields {
 		add(&term.MatchFields[i], true)
 	}
-	for _, k := range t.keys {
-		if k.empty() {
+	for i := range t.keys {
+		if t.keys[i].empty() {
 			t.nothing = true
 		}
 	}
@@ -204,13 +221,13 @@ func (t *compiledTerm) apply(r *core.NodeSelectorRequirement, field bool) bool {
 		}
 		k := t.keySet(r.Key, field)
 		k.absent = false
-		k.ins = append(k.ins, &valueList{vals: r.Values})
+		k.ins = appendList(k.ins, t, r.Values)
 	case core.NodeSelectorOpNotIn:
 		if len(r.Values) == 0 {
 			return false
 		}
 		k := t.keySet(r.Key, field)
-		k.notIns = append(k.notIns, &valueList{vals: r.Values})
+		k.notIns = appendList(k.notIns, t, r.Values)
 	case core.NodeSelectorOpExists:
 		if len(r.Values) != 0 {
 			return false
@@ -221,7 +238,7 @@ func (t *compiledTerm) apply(r *core.NodeSelectorRequirement, field bool) bool {
 			return false
 		}
 		k := t.keySet(r.Key, field)
-		k.ins = append(k.ins, &valueList{}) // no present value
+		k.ins = appendList(k.ins, t, []string{}) // no present value
 	case core.NodeSelectorOpGt, core.NodeSelectorOpLt:
 		if len(r.Values) != 1 {
 			return false
@@ -274,7 +291,8 @@ func containedIn(n, o *compiledTerm) (bool, *gap) {
 		}
 		return false, &gap{why: "it admits no node"}
 	}
-	for _, ok := range o.keys {
+	for i := range o.keys {
+		ok := &o.keys[i]
 		if ok.universal() {
 			continue
 		}
@@ -327,8 +345,8 @@ func keySubset(n, o *keySet) (bool, *gap) {
 			return false, g
 		}
 	}
-	for _, l := range o.notIns {
-		for _, e := range l.vals {
+	for i := range o.notIns {
+		for _, e := range o.notIns[i].vals {
 			if n.member(e) {
 				g.value = e
 				return false, g
@@ -416,7 +434,8 @@ func (t *compiledTerm) admits(labels map[string]string, name string) bool {
 	if t.nothing {
 		return false
 	}
-	for _, k := range t.keys {
+	for i := range t.keys {
+		k := &t.keys[i]
 		var v string
 		present := true
 		if k.field {
@@ -445,7 +464,7 @@ func (s *keySet) sample() (value string, absent bool) {
 				return v, false
 			}
 		}
-	} else if v := witnessOutside(s, &keySet{ins: []*valueList{{}}}); v != "" {
+	} else if v := witnessOutside(s, &keySet{ins: []valueList{{}}}); v != "" {
 		return v, false
 	}
 	return "", s.absent

@@ -25,13 +25,14 @@ var (
 	kubeconfigFlag = flag.String("kubeconfig", os.Getenv("KUBECONFIG"),
 		"cluster to test; empty brings up a local cluster for the suite and removes it after")
 	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
-	nodesFlag     = flag.Int("nodes", 3, "kwok nodes of a cluster the suite brings up")
+	nodesFlag     = flag.Int("nodes", 9, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type)")
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
 )
 
 // Labels of the suites, for `make e2e FOCUS=<label>`.
 const (
-	LabelSmoke = "smoke"
+	LabelSmoke     = "smoke"
+	LabelNarrowing = "narrowing"
 )
 
 // Context is what specs share: the cluster and its clients.
