@@ -170,4 +170,3 @@ func writeServiceAccountKey(t testing.TB, path string) {
 
 // Dir is the control plane's scratch directory (logs, data).
 func (cp *ControlPlane) Dir() string { return cp.dir }
-
