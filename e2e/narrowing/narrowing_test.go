@@ -15,6 +15,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
+	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 
@@ -24,39 +25,16 @@ const (
 	gate    = "gantry.dev/queue"
 )
 
-func in(key string, values ...string) corev1.NodeSelectorRequirement {
-	return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: values}
-}
-
-func terms(ts ...[]corev1.NodeSelectorRequirement) []corev1.NodeSelectorTerm {
-	out := make([]corev1.NodeSelectorTerm, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, corev1.NodeSelectorTerm{MatchExpressions: t})
-	}
-	return out
-}
-
-func reqs(rs ...corev1.NodeSelectorRequirement) []corev1.NodeSelectorRequirement { return rs }
-
 // pod is a queued workload pod: gated (or not), admitted to every zone.
 func pod(ns, name string, gated bool) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "queued"}},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10"}},
-			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-					NodeSelectorTerms: terms(reqs(in(zoneKey, nodes.Zones...))),
-				},
-			}},
-			Tolerations: []corev1.Toleration{{Key: "gantry.dev/spot", Operator: corev1.TolerationOpExists}},
-		},
-	}
+	p := MakePod(name, ns).Label("app", "queued").Toleration("gantry.dev/spot").RequiredTerms(Term(In(zoneKey, nodes.Zones...)))
 	if gated {
-		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: gate}}
+		p.Gated(gate)
 	}
-	return p
+	return p.Obj()
 }
+
+func terms(ts ...corev1.NodeSelectorTerm) []corev1.NodeSelectorTerm { return ts }
 
 // narrow replaces the pod's required terms, drops its tolerations if asked,
 // and removes its gate if ungate: one update, as a queue controller does.
@@ -66,7 +44,7 @@ func narrow(ctx context.Context, f *framework.Framework, name string, newTerms [
 		if err != nil {
 			return err
 		}
-		p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = newTerms
+		SetRequiredTerms(p, newTerms...)
 		if dropTolerations {
 			p.Spec.Tolerations = nil
 		}
@@ -90,14 +68,14 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 	ginkgo.It("lets a queue controller narrow and ungate in one update, and the scheduler honours the narrowing", func(ctx ginkgo.SpecContext) {
 		narrowings := map[string][]corev1.NodeSelectorTerm{
 			// A value removed from In.
-			"one-zone": terms(reqs(in(zoneKey, "zone-b"))),
+			"one-zone": terms(Term(In(zoneKey, "zone-b"))),
 			// The term split in two narrower terms, each also pinned to an instance type.
 			"split": terms(
-				reqs(in(zoneKey, "zone-a"), in(typeKey, "gantry.standard-8")),
-				reqs(in(zoneKey, "zone-c"), in(typeKey, "gantry.highmem-8")),
+				Term(In(zoneKey, "zone-a"), In(typeKey, "gantry.standard-8")),
+				Term(In(zoneKey, "zone-c"), In(typeKey, "gantry.highmem-8")),
 			),
 			// In replaced by a narrower In plus an exclusion.
-			"exclude": terms(reqs(in(zoneKey, "zone-a", "zone-c"),
+			"exclude": terms(Term(In(zoneKey, "zone-a", "zone-c"),
 				corev1.NodeSelectorRequirement{Key: typeKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"gantry.standard-4"}})),
 		}
 		for name := range narrowings {
@@ -143,7 +121,7 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 	ginkgo.It("rejects a widening of a gated pod with an explained 422", func(ctx ginkgo.SpecContext) {
 		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, pod(f.Namespace, "widen", true), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		err = narrow(ctx, f, "widen", terms(reqs(in(zoneKey, "zone-a", "zone-d"))), false, false)
+		err = narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a", "zone-d"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring(
 			"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"))
@@ -151,8 +129,8 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 			fmt.Sprintf("term 0 admits %s=zone-d, which no previous term admits", zoneKey)))
 
 		ginkgo.By("checking a merge of terms is rejected too, old term by old term")
-		gomega.Expect(narrow(ctx, f, "widen", terms(reqs(in(zoneKey, "zone-a")), reqs(in(zoneKey, "zone-b"))), false, false)).To(gomega.Succeed())
-		err = narrow(ctx, f, "widen", terms(reqs(in(zoneKey, "zone-a", "zone-b"))), false, false)
+		gomega.Expect(narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a")), Term(In(zoneKey, "zone-b"))), false, false)).To(gomega.Succeed())
+		err = narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a", "zone-b"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("not contained in any single previous term"))
 
@@ -160,18 +138,18 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "widen", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(
-			gomega.Equal(terms(reqs(in(zoneKey, "zone-a")), reqs(in(zoneKey, "zone-b")))))
+			gomega.Equal(terms(Term(In(zoneKey, "zone-a")), Term(In(zoneKey, "zone-b")))))
 		gomega.Expect(p.Spec.SchedulingGates).To(gomega.HaveLen(1))
 	})
 
 	ginkgo.It("keeps upstream's rules for pods without scheduling gates", func(ctx ginkgo.SpecContext) {
 		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, pod(f.Namespace, "running", false), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		err = narrow(ctx, f, "running", terms(reqs(in(zoneKey, "zone-a"))), false, false)
+		err = narrow(ctx, f, "running", terms(Term(In(zoneKey, "zone-a"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "narrowing a non-gated pod: want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("pod updates may not change fields"))
 
-		err = narrow(ctx, f, "running", terms(reqs(in(zoneKey, nodes.Zones...))), true, false)
+		err = narrow(ctx, f, "running", terms(Term(In(zoneKey, nodes.Zones...))), true, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "dropping a toleration of a non-gated pod: want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("existing toleration can not be modified"))
 	})
