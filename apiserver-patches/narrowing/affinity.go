@@ -30,13 +30,15 @@ func ValidateNodeAffinityMutation(path *field.Path, newAffinity, oldAffinity *co
 	newTerms := newAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	termsPath := requiredPath.Child("nodeSelectorTerms")
 
+	a := getArena()
+	defer a.release()
 	old := make([]*compiledTerm, len(oldTerms))
 	for i := range oldTerms {
-		old[i] = compileTerm(&oldTerms[i], oldSide)
+		old[i] = a.compileTerm(&oldTerms[i], oldSide)
 	}
 	var errs field.ErrorList
 	for i := range newTerms {
-		if reason := checkTerm(&newTerms[i], i, oldTerms, old); reason != "" {
+		if reason := checkTerm(a, &newTerms[i], i, old); reason != "" {
 			errs = append(errs, field.Invalid(termsPath.Index(i), DescribeTerm(&newTerms[i]), reason))
 		}
 	}
@@ -45,20 +47,16 @@ func ValidateNodeAffinityMutation(path *field.Path, newAffinity, oldAffinity *co
 
 // checkTerm returns "" when new term i is contained in some old term, and
 // otherwise why not.
-func checkTerm(term *core.NodeSelectorTerm, i int, oldTerms []core.NodeSelectorTerm, old []*compiledTerm) string {
-	n := compileTerm(term, newSide)
-	gaps := make([]*gap, 0, len(old))
-	// The term at the same index is the usual container: try it first.
-	order := make([]int, 0, len(old))
+func checkTerm(a *arena, term *core.NodeSelectorTerm, i int, old []*compiledTerm) string {
+	n := a.compileTerm(term, newSide)
 	if i < len(old) {
-		order = append(order, i)
-	}
-	for j := range old {
-		if j != i {
-			order = append(order, j)
+		// The term at the same index is the usual container: try it first.
+		if ok, _ := containedIn(n, old[i]); ok {
+			return ""
 		}
 	}
-	for _, j := range order {
+	var gaps []*gap
+	for j := range old {
 		ok, g := containedIn(n, old[j])
 		if ok {
 			return ""

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
+	"unsafe"
 
 	core "k8s.io/kubernetes/pkg/apis/core"
 )
@@ -51,8 +53,8 @@ type keySet struct {
 	lo, hi int64
 }
 
-func newKeySet(key string, field bool) *keySet {
-	return &keySet{key: key, field: field, absent: !field, lo: math.MinInt64, hi: math.MaxInt64}
+func newKeySet(key string, field bool) keySet {
+	return keySet{key: key, field: field, absent: !field, lo: math.MinInt64, hi: math.MaxInt64}
 }
 
 // parseInt is how the scheduler reads Gt/Lt label values.
@@ -132,13 +134,13 @@ func (t *compiledTerm) keySet(key string, field bool) *keySet {
 	if k := t.find(key, field); k != nil {
 		return k
 	}
-	t.keys = append(t.keys, *newKeySet(key, field))
+	t.keys = append(t.keys, newKeySet(key, field))
 	return &t.keys[len(t.keys)-1]
 }
 
 func (t *compiledTerm) find(key string, field bool) *keySet {
 	for i := range t.keys {
-		if t.keys[i].key == key && t.keys[i].field == field {
+		if t.keys[i].field == field && equal(t.keys[i].key, key) {
 			return &t.keys[i]
 		}
 	}
@@ -171,10 +173,46 @@ const (
 	newSide side = false
 )
 
-func compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
+// arena holds the compiled terms of one check. Checks run on every update
+// of a gated pod; reusing the arena through a pool keeps them from producing
+// garbage proportional to the affinity's size.
+type arena struct {
+	terms []compiledTerm
+	keys  []keySet
+	lists []valueList
+}
+
+var arenas = sync.Pool{New: func() any { return &arena{} }}
+
+func getArena() *arena { return arenas.Get().(*arena) }
+
+// release clears every reference into the request's objects and returns
+// the arena to the pool.
+func (a *arena) release() {
+	clear(a.terms)
+	clear(a.keys)
+	clear(a.lists)
+	a.terms, a.keys, a.lists = a.terms[:0], a.keys[:0], a.lists[:0]
+	arenas.Put(a)
+}
+
+// grab returns n fresh elements at the end of *buf, growing it when needed.
+// Earlier grabs keep their memory: a grown buffer is a new array, and the
+// slices already handed out still point into the old one.
+func grab[T any](buf *[]T, n int) []T {
+	if cap(*buf)-len(*buf) < n {
+		*buf = make([]T, 0, max(2*cap(*buf), n, 16))
+	}
+	start := len(*buf)
+	*buf = (*buf)[:start+n]
+	return (*buf)[start : start : start+n]
+}
+
+func (a *arena) compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
 	n := len(term.MatchExpressions) + len(term.MatchFields)
+	t := &grab(&a.terms, 1)[:1][0]
 	// keys must not grow once handed out as pointers: size it for the worst case.
-	t := &compiledTerm{keys: make([]keySet, 0, n), lists: make([]valueList, 0, n)}
+	t.keys, t.lists = grab(&a.keys, n), grab(&a.lists, n)
 	if n == 0 {
 		t.nothing = true // the scheduler: an empty term selects no node
 		return t
@@ -307,7 +345,8 @@ func containedIn(n, o *compiledTerm) (bool, *gap) {
 // and if not, a witness n admits and o does not.
 func keySubset(n, o *keySet) (bool, *gap) {
 	if n == nil {
-		n = newKeySet(o.key, o.field)
+		unconstrained := newKeySet(o.key, o.field)
+		n = &unconstrained
 	}
 	g := &gap{key: o.key, field: o.field}
 	if n.absent && !o.absent {
@@ -357,22 +396,43 @@ func keySubset(n, o *keySet) (bool, *gap) {
 }
 
 // isSubsequence reports whether sub's values appear in full, in order, in
-// list: then every value of sub is in list, without building a set.
+// list: then every value of sub is in list, without building a set. It is
+// the hot loop of large narrowings (values removed from long In lists).
 func isSubsequence(sub, list []string) bool {
 	if len(sub) > len(list) {
 		return false
 	}
 	j := 0
 	for _, v := range sub {
-		for j < len(list) && list[j] != v {
+		for {
+			if j == len(list) {
+				return false
+			}
+			w := list[j]
 			j++
+			if equal(v, w) {
+				break
+			}
 		}
-		if j == len(list) {
-			return false
-		}
-		j++
 	}
 	return true
+}
+
+// equal is a == b. Label values are short; for 8 to 16 bytes it compares two
+// (possibly overlapping) machine words inline instead of calling the
+// runtime's memequal, which halves the cost of the long value lists of large
+// affinities.
+func equal(a, b string) bool {
+	n := len(a)
+	if n != len(b) {
+		return false
+	}
+	if n < 8 || n > 16 {
+		return a == b
+	}
+	pa, pb := unsafe.Pointer(unsafe.StringData(a)), unsafe.Pointer(unsafe.StringData(b))
+	return *(*uint64)(pa) == *(*uint64)(pb) &&
+		*(*uint64)(unsafe.Add(pa, n-8)) == *(*uint64)(unsafe.Add(pb, n-8))
 }
 
 // witnessOutside finds a value n admits and o does not, for an n that admits
