@@ -57,4 +57,11 @@ echo "Cases whose outcome changes with Gantry's narrowing installed:"
 # Print only the leaves: a parent test fails whenever a subtest does.
 awk 'NR==FNR { all[$0]=1; next } { for (t in all) if (index(t, $0 "/") == 1) next; print "  " $0 }' \
   "${tmp}/gantry.fail" "${tmp}/gantry.fail"
+# Table tests that loop without t.Run report each case in its error line:
+# show the first line of every error the failing tests logged.
+echo "Their failures (unexpected valid: upstream rejects, Gantry accepts; unexpected invalid: the reverse;"
+echo "unexpected error message: both reject, with different messages):"
+sed -n 's/.*"Output":"    [a-z_]*_test\.go:[0-9]*: \(unexpected [^"]*\)".*/\1/p' "${tmp}/gantry.json" |
+  sed -e 's/\\nExpected error: /\n      expected: /' -e 's/\\nActual error: /\n      actual:   /' -e 's/\\n.*//' |
+  sed 's/^/  /'
 rm -rf "${tmp}"
