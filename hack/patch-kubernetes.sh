@@ -43,6 +43,16 @@ if [[ "${sum}" != "${want_sum}" ]]; then
   exit 1
 fi
 
+if ! command -v patch >/dev/null; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing patch (Debian package)"
+    apt-get update -qq && apt-get install -y -qq patch >/dev/null
+  else
+    echo "error: the patch program is needed to apply apiserver-patches: install it (e.g. apt-get install patch)" >&2
+    exit 1
+  fi
+fi
+
 rm -rf "${tree}"
 mkdir -p "${out}"
 cp -R "${dir}" "${tree}"
