@@ -9,6 +9,6 @@ cd "${GANTRY_ROOT}"
 hack/pin-kubernetes.sh "$(gantry::k8s_version)"
 go mod tidy
 (cd hack/tools && go mod tidy)
-gantry::generate_crds "${GANTRY_ROOT}/crds/manifests"
+gantry::generate_crds
 gofmt -s -w $(git ls-files -co --exclude-standard '*.go')
 hack/update-bazel.sh

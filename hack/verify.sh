@@ -43,17 +43,13 @@ pinned() {
 }
 
 crds() {
-  local tmp; tmp="$(mktemp -d)"
-  local rc=0
-  if ! gantry::generate_crds "${tmp}"; then
+  local tmp rc=0
+  tmp="$(mktemp -d)"
+  gantry::copy_checkout "${tmp}"
+  if ! (GANTRY_ROOT="${tmp}" && gantry::generate_crds); then
     rc=1
-  elif [[ -d crds/manifests || -n "$(ls -A "${tmp}")" ]]; then
-    diff -ru crds/manifests "${tmp}" || { echo "CRD YAML is stale: run make update"; rc=1; }
-  fi
-  # Deepcopy code is written next to the types: compare against git.
-  if [[ -n "$(git status --porcelain -- 'crds/*zz_generated*')" ]]; then
-    git --no-pager diff -- 'crds/*zz_generated*'
-    echo "deepcopy code is stale: run make update"
+  elif ! diff -ruN crds "${tmp}/crds"; then
+    echo "generated API code or CRD YAML is stale: run make update"
     rc=1
   fi
   rm -rf "${tmp}"

@@ -110,19 +110,19 @@ type PolicyAction struct {
 	// +optional
 	Reject bool `json:"reject,omitempty"`
 
-	// updatedLabels are added to the object, replacing existing values.
+	// updatedLabels are added to the object, replacing existing values. Keys
+	// must be qualified names; the MetadataPolicy admission plugin checks
+	// them when the policy is written (a CEL rule over map keys would exceed
+	// the API server's cost budget).
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="label keys must be qualified names (an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.')"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.labelValue().validate(self[k]).hasValue())",message="label values must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
 	// +optional
-	UpdatedLabels map[string]string `json:"updatedLabels,omitempty"`
+	UpdatedLabels map[string]LabelValue `json:"updatedLabels,omitempty"`
 
 	// updatedAnnotations are added to the object, replacing existing values.
+	// Keys must be qualified names, checked as for updatedLabels.
 	// +kubebuilder:validation:MaxProperties=32
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !format.qualifiedName().validate(k).hasValue())",message="annotation keys must be qualified names (an optional DNS subdomain prefix and '/', then a name of at most 63 alphanumerics, '-', '_' or '.')"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",message="annotation values must be at most 4096 characters"
 	// +optional
-	UpdatedAnnotations map[string]string `json:"updatedAnnotations,omitempty"`
+	UpdatedAnnotations map[string]AnnotationValue `json:"updatedAnnotations,omitempty"`
 
 	// schedulerName sets spec.schedulerName of pods at CREATE. The field is
 	// immutable afterwards, so it is ignored on UPDATE and for other
@@ -132,6 +132,16 @@ type PolicyAction struct {
 	// +optional
 	SchedulerName string `json:"schedulerName,omitempty"`
 }
+
+// LabelValue is a label value: at most 63 alphanumerics, '-', '_' or '.',
+// starting and ending alphanumeric, or empty.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="!format.labelValue().validate(self).hasValue()",message="must be a valid label value: at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric"
+type LabelValue string
+
+// AnnotationValue is an annotation value.
+// +kubebuilder:validation:MaxLength=4096
+type AnnotationValue string
 
 // MetadataPolicyStatus reports whether a policy is in effect and whether it
 // conflicts with others.

@@ -238,14 +238,14 @@ func (in *PolicyAction) DeepCopyInto(out *PolicyAction) {
 	*out = *in
 	if in.UpdatedLabels != nil {
 		in, out := &in.UpdatedLabels, &out.UpdatedLabels
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]LabelValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
 	}
 	if in.UpdatedAnnotations != nil {
 		in, out := &in.UpdatedAnnotations, &out.UpdatedAnnotations
-		*out = make(map[string]string, len(*in))
+		*out = make(map[string]AnnotationValue, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val
 		}
