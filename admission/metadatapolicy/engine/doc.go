@@ -1,0 +1,19 @@
+// Package engine evaluates MetadataPolicies against an object's metadata.
+// It is shared by the in-process kube-apiserver admission plugin and by
+// gantry-webhook, so both deployments decide identically.
+//
+// Semantics:
+//   - Every policy that selects the object (by target resource and
+//     operation, namespace, and each rule's label and annotation
+//     predicates) is evaluated against the object as submitted.
+//   - If any matching rule of an enforced policy rejects, the object is
+//     rejected without mutation; the message names every rejecting policy
+//     and rule.
+//   - Otherwise every matching rule's mutations apply, in a documented
+//     order: ClusterMetadataPolicies before MetadataPolicies, then by name,
+//     then by rule index. When two rules write one key with different
+//     values the earlier writer wins and the conflict is reported.
+//   - schedulerName applies to pods at CREATE only (the field is immutable).
+//   - Audit policies are evaluated the same way, separately: what they
+//     would do is reported, nothing is changed.
+package engine
