@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -38,6 +39,7 @@ type Policy struct {
 	Namespace   string // "" for cluster policies
 	Name        string
 	Generation  int64
+	UID         types.UID
 	Enforcement policyv1alpha1.EnforcementMode
 
 	resources  sets.Set[policyv1alpha1.GroupResource]
@@ -227,3 +229,7 @@ func Sort(ps []*Policy) {
 		return a.Name < b.Name
 	})
 }
+
+// HasNamespaceSelector reports whether applying the policy needs the labels
+// of the object's namespace.
+func (p *Policy) HasNamespaceSelector() bool { return p.namespaceSelector != nil }

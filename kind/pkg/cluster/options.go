@@ -31,7 +31,9 @@ type Options struct {
 	Nodes int
 	// APIServerPort pins kube-apiserver's port; 0 picks a free one.
 	APIServerPort int
-	// SchedulerConfig is an optional KubeSchedulerConfiguration file.
+	// SchedulerConfig is the KubeSchedulerConfiguration of kube-scheduler
+	// (default <Root>/kind/config/kube-scheduler.yaml: the default profile
+	// and a second one, gantry-best-effort).
 	SchedulerConfig string
 	// Timeout bounds each wait (control plane, nodes, CRDs).
 	Timeout time.Duration
@@ -81,8 +83,9 @@ func (o *Options) Complete() error {
 	def(&o.CRDDir, "crds")
 	def(&o.WorkDir, "_output/cluster")
 	def(&o.KubeconfigPath, "_output/kubeconfig")
-	if o.SchedulerConfig != "" {
-		o.SchedulerConfig, _ = filepath.Abs(o.SchedulerConfig)
+	def(&o.SchedulerConfig, "kind/config/kube-scheduler.yaml")
+	if _, err := os.Stat(o.SchedulerConfig); err != nil {
+		return fmt.Errorf("scheduler configuration: %w", err)
 	}
 	return nil
 }

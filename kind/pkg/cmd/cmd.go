@@ -88,7 +88,7 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.IntVar(&o.Nodes, "nodes", 3, "number of kwok nodes")
 		f.IntVar(&o.APIServerPort, "port", 0, "kube-apiserver port (0 picks a free one)")
 		f.StringVar(&o.CRDDir, "crds", "", "directory searched for CRD YAML (default <root>/crds)")
-		f.StringVar(&o.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for kube-scheduler")
+		f.StringVar(&o.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for kube-scheduler (default <root>/kind/config/kube-scheduler.yaml)")
 		f.BoolVar(&o.Retain, "retain", false, "keep a cluster whose creation failed, for debugging")
 	}
 	root.AddCommand(up, down, status)

@@ -1,0 +1,257 @@
+// Package metadatapolicy keeps the compiled MetadataPolicies of a cluster
+// (Source) and applies them in kube-apiserver (the MetadataPolicy admission
+// plugin). gantry-webhook uses the same Source and engine.
+package metadatapolicy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/gantry-dev/gantry/admission/metadatapolicy/engine"
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
+)
+
+// Resources of the policy API.
+var (
+	MetadataPoliciesResource        = policyv1alpha1.SchemeGroupVersion.WithResource("metadatapolicies")
+	ClusterMetadataPoliciesResource = policyv1alpha1.SchemeGroupVersion.WithResource("clustermetadatapolicies")
+)
+
+// snapshot is an immutable view of every compiled policy, in engine order.
+type snapshot struct {
+	cluster    []*engine.Policy
+	namespaced map[string][]*engine.Policy
+}
+
+// Source watches MetadataPolicies and ClusterMetadataPolicies and serves
+// compiled, ordered snapshots of them without locking on the request path.
+// Policies that do not compile (which API validation should prevent) are
+// skipped and logged, never half-applied.
+type Source struct {
+	dynamic   dynamic.Interface
+	discovery discovery.DiscoveryInterface
+	// recheck is how often an absent policy API is looked for again.
+	recheck time.Duration
+
+	current atomic.Pointer[snapshot]
+	// state: not ready until the API's presence is known, then ready once
+	// informers synced, or at once when the API is absent.
+	absent    atomic.Bool
+	synced    func() bool
+	syncedMu  sync.Mutex
+	loggedOff sync.Once
+
+	mu      sync.Mutex
+	objects map[string]*engine.Policy // by kind/namespace/name
+}
+
+// NewSource returns a source; Run starts it.
+func NewSource(dyn dynamic.Interface, disc discovery.DiscoveryInterface) *Source {
+	s := &Source{dynamic: dyn, discovery: disc, recheck: 30 * time.Second, objects: map[string]*engine.Policy{}}
+	s.current.Store(&snapshot{namespaced: map[string][]*engine.Policy{}})
+	return s
+}
+
+// Ready reports whether the source can answer: its informers synced, or the
+// policy API is not installed (then there are no policies).
+func (s *Source) Ready() bool {
+	if s.absent.Load() {
+		return true
+	}
+	s.syncedMu.Lock()
+	synced := s.synced
+	s.syncedMu.Unlock()
+	return synced != nil && synced()
+}
+
+// Policies returns the policies that may apply in a namespace, in engine
+// order: cluster policies, then the namespace's own.
+func (s *Source) Policies(namespace string) []*engine.Policy {
+	snap := s.current.Load()
+	local := snap.namespaced[namespace]
+	out := make([]*engine.Policy, 0, len(snap.cluster)+len(local))
+	return append(append(out, snap.cluster...), local...)
+}
+
+// Run waits until the API server answers discovery, starts informers when
+// the policy API is installed (looking again every recheck while it is not),
+// and returns when ctx ends.
+func (s *Source) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("metadatapolicy-source")
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		installed, err := s.apiInstalled()
+		if err != nil {
+			logger.V(2).Info("Waiting for discovery of the policy API", "err", err)
+			return false, nil
+		}
+		if !installed {
+			s.absent.Store(true)
+			s.loggedOff.Do(func() {
+				logger.Info("The policy.gantry.dev API is not installed: MetadataPolicy admits everything until it is", "recheck", s.recheck)
+			})
+			return false, nil
+		}
+		return true, nil
+	})
+	if ctx.Err() != nil {
+		return
+	}
+	s.start(ctx, logger)
+}
+
+func (s *Source) apiInstalled() (bool, error) {
+	list, err := s.discovery.ServerResourcesForGroupVersion(policyv1alpha1.SchemeGroupVersion.String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == MetadataPoliciesResource.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (s *Source) start(ctx context.Context, logger klog.Logger) {
+	factory := dynamicinformer.NewDynamicSharedInformerFactory(s.dynamic, 0)
+	var syncs []cache.InformerSynced
+	for _, gvr := range []schema.GroupVersionResource{ClusterMetadataPoliciesResource, MetadataPoliciesResource} {
+		inf := factory.ForResource(gvr).Informer()
+		_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.upsert(logger, obj) },
+			UpdateFunc: func(_, obj any) { s.upsert(logger, obj) },
+			DeleteFunc: func(obj any) { s.remove(obj) },
+		})
+		if err != nil {
+			logger.Error(err, "Adding policy event handler")
+		}
+		syncs = append(syncs, inf.HasSynced)
+	}
+	s.syncedMu.Lock()
+	s.synced = func() bool {
+		for _, f := range syncs {
+			if !f() {
+				return false
+			}
+		}
+		return true
+	}
+	s.syncedMu.Unlock()
+	// From here the source is ready only once the informers synced.
+	s.absent.Store(false)
+	factory.Start(ctx.Done())
+	logger.Info("Watching MetadataPolicies")
+}
+
+func objectKey(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// Compile converts an unstructured policy and compiles it; errors name the
+// offending fields.
+func Compile(u *unstructured.Unstructured) (*engine.Policy, field.ErrorList) {
+	var (
+		p    *engine.Policy
+		errs field.ErrorList
+		uid  types.UID
+	)
+	switch u.GetKind() {
+	case "ClusterMetadataPolicy":
+		var obj policyv1alpha1.ClusterMetadataPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+			return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+		}
+		p, errs = engine.CompileCluster(&obj)
+		uid = obj.UID
+	case "MetadataPolicy":
+		var obj policyv1alpha1.MetadataPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj); err != nil {
+			return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+		}
+		p, errs = engine.CompileNamespaced(&obj)
+		uid = obj.UID
+	default:
+		return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), u.GetKind(), []string{"MetadataPolicy", "ClusterMetadataPolicy"})}
+	}
+	if errs != nil {
+		return nil, errs
+	}
+	p.UID = uid
+	return p, nil
+}
+
+func (s *Source) upsert(logger klog.Logger, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	key := objectKey(u.GetKind(), u.GetNamespace(), u.GetName())
+	p, errs := Compile(u)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if errs != nil {
+		logger.Error(errs.ToAggregate(), "Skipping a policy that does not compile", "kind", u.GetKind(), "policy", klog.KObj(u))
+		delete(s.objects, key)
+	} else {
+		s.objects[key] = p
+	}
+	s.publish()
+}
+
+func (s *Source) remove(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, objectKey(u.GetKind(), u.GetNamespace(), u.GetName()))
+	s.publish()
+}
+
+// publish rebuilds the snapshot; callers hold s.mu.
+func (s *Source) publish() {
+	snap := &snapshot{namespaced: map[string][]*engine.Policy{}}
+	for _, p := range s.objects {
+		if p.Namespace == "" {
+			snap.cluster = append(snap.cluster, p)
+		} else {
+			snap.namespaced[p.Namespace] = append(snap.namespaced[p.Namespace], p)
+		}
+	}
+	engine.Sort(snap.cluster)
+	for _, ps := range snap.namespaced {
+		engine.Sort(ps)
+	}
+	s.current.Store(snap)
+}
+
+// All returns every compiled policy, for status computation.
+func (s *Source) All() []*engine.Policy {
+	snap := s.current.Load()
+	out := append([]*engine.Policy(nil), snap.cluster...)
+	for _, ps := range snap.namespaced {
+		out = append(out, ps...)
+	}
+	engine.Sort(out)
+	return out
+}
