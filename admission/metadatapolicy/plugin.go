@@ -104,8 +104,18 @@ func (p *Plugin) ValidateInitialization() error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	p.recorder = broadcaster.NewRecorder(nil, corev1.EventSource{Component: "metadatapolicy-admission"})
-	go p.source.Run(klog.NewContext(ctx, klog.Background().WithName(PluginName)))
+	logCtx := klog.NewContext(ctx, klog.Background().WithName(PluginName))
+	go p.source.Run(logCtx)
+	go p.source.RunStatus(logCtx, p.cachedNamespaceLabels)
 	return nil
+}
+
+func (p *Plugin) cachedNamespaceLabels(name string) (map[string]string, bool) {
+	ns, err := p.namespaces.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return ns.Labels, true
 }
 
 func isPolicyResource(a admission.Attributes) bool {

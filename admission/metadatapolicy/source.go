@@ -57,12 +57,24 @@ type Source struct {
 	loggedOff sync.Once
 
 	mu      sync.Mutex
-	objects map[string]*engine.Policy // by kind/namespace/name
+	objects map[string]*entry // by kind/namespace/name
+	// changed is signalled (without blocking) after every change.
+	changed chan struct{}
+}
+
+// entry is one policy object: compiled, or why it does not compile, and the
+// status it carries.
+type entry struct {
+	kind, namespace, name string
+	generation            int64
+	policy                *engine.Policy // nil when invalid
+	invalid               string
+	status                policyv1alpha1.MetadataPolicyStatus
 }
 
 // NewSource returns a source; Run starts it.
 func NewSource(dyn dynamic.Interface, disc discovery.DiscoveryInterface) *Source {
-	s := &Source{dynamic: dyn, discovery: disc, recheck: 30 * time.Second, objects: map[string]*engine.Policy{}}
+	s := &Source{dynamic: dyn, discovery: disc, recheck: 30 * time.Second, objects: map[string]*entry{}, changed: make(chan struct{}, 1)}
 	s.current.Store(&snapshot{namespaced: map[string][]*engine.Policy{}})
 	return s
 }
@@ -201,16 +213,19 @@ func (s *Source) upsert(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	key := objectKey(u.GetKind(), u.GetNamespace(), u.GetName())
+	e := &entry{kind: u.GetKind(), namespace: u.GetNamespace(), name: u.GetName(), generation: u.GetGeneration()}
+	if st, found, _ := unstructured.NestedMap(u.Object, "status"); found {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(st, &e.status)
+	}
 	p, errs := Compile(u)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if errs != nil {
 		logger.Error(errs.ToAggregate(), "Skipping a policy that does not compile", "kind", u.GetKind(), "policy", klog.KObj(u))
-		delete(s.objects, key)
-	} else {
-		s.objects[key] = p
+		e.invalid = errs.ToAggregate().Error()
 	}
+	e.policy = p
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[objectKey(e.kind, e.namespace, e.name)] = e
 	s.publish()
 }
 
@@ -228,13 +243,15 @@ func (s *Source) remove(obj any) {
 	s.publish()
 }
 
-// publish rebuilds the snapshot; callers hold s.mu.
+// publish rebuilds the snapshot and signals the change; callers hold s.mu.
 func (s *Source) publish() {
 	snap := &snapshot{namespaced: map[string][]*engine.Policy{}}
-	for _, p := range s.objects {
-		if p.Namespace == "" {
+	for _, e := range s.objects {
+		switch p := e.policy; {
+		case p == nil:
+		case p.Namespace == "":
 			snap.cluster = append(snap.cluster, p)
-		} else {
+		default:
 			snap.namespaced[p.Namespace] = append(snap.namespaced[p.Namespace], p)
 		}
 	}
@@ -243,15 +260,20 @@ func (s *Source) publish() {
 		engine.Sort(ps)
 	}
 	s.current.Store(snap)
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
-// All returns every compiled policy, for status computation.
-func (s *Source) All() []*engine.Policy {
-	snap := s.current.Load()
-	out := append([]*engine.Policy(nil), snap.cluster...)
-	for _, ps := range snap.namespaced {
-		out = append(out, ps...)
+// entries returns a copy of every entry.
+func (s *Source) entries() []entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]entry, 0, len(s.objects))
+	for _, e := range s.objects {
+		out = append(out, *e)
 	}
-	engine.Sort(out)
 	return out
 }
+

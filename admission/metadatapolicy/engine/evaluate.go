@@ -126,19 +126,25 @@ func (p *Policy) Applies(obj *Object) bool {
 	if !p.operations.Has(obj.Operation) || !p.resources.Has(obj.Resource) {
 		return false
 	}
+	return p.SelectsNamespace(obj.Namespace, obj.NamespaceLabels)
+}
+
+// SelectsNamespace reports whether the policy applies to objects in
+// namespace ns (with labels nsLabels); "" is a cluster-scoped object.
+func (p *Policy) SelectsNamespace(ns string, nsLabels map[string]string) bool {
 	if p.Namespace != "" {
-		return obj.Namespace == p.Namespace
+		return ns == p.Namespace
 	}
-	if obj.Namespace == "" {
+	if ns == "" {
 		return false // cluster-scoped objects are never selected
 	}
-	if SystemNamespaces.Has(obj.Namespace) && !p.namedNamespaces.Has(obj.Namespace) {
+	if SystemNamespaces.Has(ns) && !p.namedNamespaces.Has(ns) {
 		return false
 	}
 	if p.namespaceSelector == nil {
 		return true
 	}
-	return p.namespaceSelector.Matches(labels.Set(obj.NamespaceLabels))
+	return p.namespaceSelector.Matches(labels.Set(nsLabels))
 }
 
 // Evaluate decides obj against policies, which must be in the engine's order
