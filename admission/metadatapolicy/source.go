@@ -276,4 +276,3 @@ func (s *Source) entries() []entry {
 	}
 	return out
 }
-
