@@ -31,8 +31,9 @@ var (
 
 // Labels of the suites, for `make e2e FOCUS=<label>`.
 const (
-	LabelSmoke     = "smoke"
-	LabelNarrowing = "narrowing"
+	LabelSmoke          = "smoke"
+	LabelNarrowing      = "narrowing"
+	LabelMetadataPolicy = "metadatapolicy"
 )
 
 // Context is what specs share: the cluster and its clients.

@@ -1,0 +1,229 @@
+package metadatapolicy
+
+import (
+	"context"
+	"strings"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/gantry-dev/gantry/admission/metadatapolicy"
+	"github.com/gantry-dev/gantry/admission/qos"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
+)
+
+// bestEffortProfile is the second scheduler profile of the local cluster
+// (kind/config/kube-scheduler.yaml).
+const bestEffortProfile = "gantry-best-effort"
+
+func rule(pred policyv1alpha1.PolicyPredicate, act policyv1alpha1.PolicyAction) policyv1alpha1.MetadataPolicyRule {
+	return policyv1alpha1.MetadataPolicyRule{PolicyPredicate: pred, PolicyAction: act}
+}
+
+func lacks(key string) policyv1alpha1.PolicyPredicate {
+	return policyv1alpha1.PolicyPredicate{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: key, Operator: metav1.LabelSelectorOpDoesNotExist}}}}
+}
+
+func labels(kv ...string) map[string]policyv1alpha1.LabelValue {
+	m := map[string]policyv1alpha1.LabelValue{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = policyv1alpha1.LabelValue(kv[i+1])
+	}
+	return m
+}
+
+type client struct {
+	f   *framework.Framework
+	dyn dynamic.Interface
+}
+
+// create writes a policy and waits until the plugin has it in effect: its
+// Ready condition is written only after the plugin loaded it.
+func (c *client) create(ctx context.Context, name string, spec policyv1alpha1.MetadataPolicySpec) *policyv1alpha1.MetadataPolicy {
+	p := &policyv1alpha1.MetadataPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.f.Namespace},
+		Spec:       spec,
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(c.f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating policy %s", name)
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		got := c.get(ctx, name)
+		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, policyv1alpha1.ConditionReady)).To(gomega.BeTrue(), "policy %s not Ready: %v", name, got.Status.Conditions)
+		p = got
+	}).Should(gomega.Succeed())
+	return p
+}
+
+func (c *client) get(ctx context.Context, name string) *policyv1alpha1.MetadataPolicy {
+	u, err := c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(c.f.Namespace).Get(ctx, name, metav1.GetOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	var p policyv1alpha1.MetadataPolicy
+	gomega.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &p)).To(gomega.Succeed())
+	return &p
+}
+
+func (c *client) createPod(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
+	return c.f.Client.CoreV1().Pods(c.f.Namespace).Create(ctx, p, metav1.CreateOptions{})
+}
+
+func resources(cpu, mem string, limits bool) corev1.ResourceRequirements {
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+	if limits {
+		return corev1.ResourceRequirements{Requests: rl, Limits: rl}
+	}
+	return corev1.ResourceRequirements{Requests: rl}
+}
+
+var _ = framework.Describe("MetadataPolicy", ginkgo.Label(framework.LabelMetadataPolicy), func() {
+	f := framework.NewFramework("mdp")
+	c := &client{f: f}
+	ginkgo.BeforeEach(func() {
+		var err error
+		c.dyn, err = dynamic.NewForConfig(framework.TestContext.Config)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	})
+
+	ginkgo.It("annotates pods with their QoS class", func(ctx ginkgo.SpecContext) {
+		for name, res := range map[string]*corev1.ResourceRequirements{
+			"BestEffort": nil,
+			"Burstable":  ptr(resources("100m", "64Mi", false)),
+			"Guaranteed": ptr(resources("100m", "64Mi", true)),
+		} {
+			p := MakePod(strings.ToLower(name), f.Namespace).Obj()
+			if res != nil {
+				p.Spec.Containers[0].Resources = *res
+			}
+			created, err := c.createPod(ctx, p)
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			gomega.Expect(created.Annotations).To(gomega.HaveKeyWithValue(qos.Annotation, name))
+			gomega.Expect(string(created.Status.QOSClass)).To(gomega.Or(gomega.BeEmpty(), gomega.Equal(name)))
+		}
+	})
+
+	ginkgo.It("defaults a label, stamps annotations and rejects pods lacking a required label", func(ctx ginkgo.SpecContext) {
+		c.create(ctx, "defaults", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(lacks("tier"), policyv1alpha1.PolicyAction{UpdatedLabels: labels("tier", "standard")}),
+			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedAnnotations: map[string]policyv1alpha1.AnnotationValue{"gantry.dev/stamped-by": "defaults"}}),
+		}})
+		c.create(ctx, "require-team", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}),
+		}})
+
+		created, err := c.createPod(ctx, MakePod("ok", f.Namespace).Label("team", "a").Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(created.Labels).To(gomega.HaveKeyWithValue("tier", "standard"))
+		gomega.Expect(created.Annotations).To(gomega.HaveKeyWithValue("gantry.dev/stamped-by", "defaults"))
+
+		kept, err := c.createPod(ctx, MakePod("explicit-tier", f.Namespace).Label("team", "a").Label("tier", "gold").Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(kept.Labels).To(gomega.HaveKeyWithValue("tier", "gold"), "a default must not override an explicit label")
+
+		_, err = c.createPod(ctx, MakePod("no-team", f.Namespace).Obj())
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "want 403 Forbidden, got %v", err)
+		gomega.Expect(err.Error()).To(gomega.ContainSubstring("rejected by MetadataPolicy " + f.Namespace + "/require-team rule 0"))
+		_, err = f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "no-team", metav1.GetOptions{})
+		gomega.Expect(apierrors.IsNotFound(err)).To(gomega.BeTrue(), "a rejected pod must not exist")
+	})
+
+	ginkgo.It("routes BestEffort pods to a second scheduler profile, which schedules them", func(ctx ginkgo.SpecContext) {
+		c.create(ctx, "route-best-effort", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{qos.Annotation: "BestEffort"}}},
+				policyv1alpha1.PolicyAction{SchedulerName: bestEffortProfile}),
+		}})
+		be, err := c.createPod(ctx, MakePod("best-effort", f.Namespace).Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(be.Spec.SchedulerName).To(gomega.Equal(bestEffortProfile))
+		gu, err := c.createPod(ctx, func() *corev1.Pod {
+			p := MakePod("guaranteed", f.Namespace).Obj()
+			p.Spec.Containers[0].Resources = resources("100m", "64Mi", true)
+			return p
+		}())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(gu.Spec.SchedulerName).To(gomega.Equal(corev1.DefaultSchedulerName))
+
+		for pod, profile := range map[string]string{"best-effort": bestEffortProfile, "guaranteed": corev1.DefaultSchedulerName} {
+			framework.Eventually(ctx, func(g gomega.Gomega) {
+				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+					FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "Scheduled"}.String()})
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				g.Expect(events.Items).NotTo(gomega.BeEmpty())
+				g.Expect(events.Items[0].ReportingController).To(gomega.Equal(profile), "pod %s", pod)
+			}).Should(gomega.Succeed())
+		}
+	})
+
+	ginkgo.It("in Audit mode changes nothing but reports", func(ctx ginkgo.SpecContext) {
+		c.create(ctx, "audit", policyv1alpha1.MetadataPolicySpec{Enforcement: policyv1alpha1.Audit, Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}),
+		}})
+		created, err := c.createPod(ctx, MakePod("audited", f.Namespace).Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "an Audit policy must not reject")
+		gomega.Expect(created.Labels).NotTo(gomega.HaveKey("team"))
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.Set{"involvedObject.name": "audit", "reason": "AuditWouldReject"}.String()})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(events.Items).NotTo(gomega.BeEmpty())
+			g.Expect(events.Items[0].Message).To(gomega.ContainSubstring("Pod " + f.Namespace + "/audited (create): rejected by MetadataPolicy " + f.Namespace + "/audit rule 0"))
+		}).Should(gomega.Succeed())
+	})
+
+	ginkgo.It("resolves conflicting writes deterministically and surfaces them as a condition", func(ctx ginkgo.SpecContext) {
+		c.create(ctx, "a-team-x", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "x")})}})
+		c.create(ctx, "b-team-y", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "y")})}})
+		for _, name := range []string{"a-team-x", "b-team-y"} {
+			framework.Eventually(ctx, func(g gomega.Gomega) {
+				cond := apimeta.FindStatusCondition(c.get(ctx, name).Status.Conditions, policyv1alpha1.ConditionConflict)
+				g.Expect(cond).NotTo(gomega.BeNil())
+				g.Expect(cond.Status).To(gomega.Equal(metav1.ConditionTrue))
+				g.Expect(cond.Message).To(gomega.ContainSubstring("label team"))
+			}).Should(gomega.Succeed(), "policy %s", name)
+		}
+		created, err := c.createPod(ctx, MakePod("contested", f.Namespace).Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(created.Labels).To(gomega.HaveKeyWithValue("team", "x"), "the earlier policy by name wins")
+	})
+
+	ginkgo.It("rejects an invalid policy with a message naming the field", func(ctx ginkgo.SpecContext) {
+		p := &policyv1alpha1.MetadataPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: "invalid", Namespace: f.Namespace},
+			Spec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+				rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{Reject: true, UpdatedLabels: labels("a", "b")}),
+				rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("not a key", "b")}),
+			}},
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
+		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction"))
+
+		p.Spec.Rules = p.Spec.Rules[1:]
+		u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
+		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction.updatedLabels[not a key]"))
+	})
+})
+
+func ptr[T any](v T) *T { return &v }
