@@ -19,9 +19,9 @@ import (
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	"github.com/gantry-dev/gantry/admission/qos"
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
-	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 )
 
 // bestEffortProfile is the second scheduler profile of the local cluster
