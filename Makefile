@@ -43,6 +43,7 @@ integration: build
 bench: build
 	GANTRY_BENCH=1 go test -modfile=_output/patched/go.mod -tags gantry_patched -count=1 \
 		-run TestNarrowingVsUpstream -v ./apiserver-patches/narrowing/install | grep -v '^=== RUN'
+	GANTRY_BENCH=1 go test -count=1 -run TestAdmitCostByPolicyCount -v ./admission/metadatapolicy | grep -v '^=== RUN'
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
