@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,12 +31,8 @@ import (
 // PluginName is the plugin's name for --enable-admission-plugins.
 const PluginName = "MetadataPolicy"
 
-// Audit annotation keys (in the API server's audit log).
-const (
-	AuditAnnotationAudit     = "metadatapolicy.gantry.dev/audit"
-	AuditAnnotationConflicts = "metadatapolicy.gantry.dev/conflicts"
-	AuditAnnotationIgnored   = "metadatapolicy.gantry.dev/ignored"
-)
+// AuditAnnotationPrefix prefixes the plugin's audit annotations.
+const AuditAnnotationPrefix = "metadatapolicy.gantry.dev/"
 
 // Plugin applies MetadataPolicies in kube-apiserver, and validates the
 // policies themselves as they are written.
@@ -48,7 +43,7 @@ type Plugin struct {
 	namespaces corev1listers.NamespaceLister
 	drained    <-chan struct{}
 	source     *Source
-	recorder   record.EventRecorder
+	reviewer   *Reviewer
 }
 
 var (
@@ -103,7 +98,12 @@ func (p *Plugin) ValidateInitialization() error {
 	p.SetReadyFunc(p.source.Ready)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
-	p.recorder = broadcaster.NewRecorder(nil, corev1.EventSource{Component: "metadatapolicy-admission"})
+	p.reviewer = &Reviewer{
+		Source:          p.source,
+		NamespaceLabels: p.namespaceLabels,
+		Recorder:        broadcaster.NewRecorder(nil, corev1.EventSource{Component: "metadatapolicy-admission"}),
+		Deployment:      metrics.InProcess,
+	}
 	logCtx := klog.NewContext(ctx, klog.Background().WithName(PluginName))
 	go p.source.Run(logCtx)
 	go p.source.RunStatus(logCtx, p.cachedNamespaceLabels)
@@ -118,10 +118,6 @@ func (p *Plugin) cachedNamespaceLabels(name string) (map[string]string, bool) {
 	return ns.Labels, true
 }
 
-func isPolicyResource(a admission.Attributes) bool {
-	return a.GetResource().Group == policyv1alpha1.GroupName
-}
-
 // Admit applies the policies that select the object.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetSubresource() != "" || isPolicyResource(a) || a.GetNamespace() == "" {
@@ -131,92 +127,47 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	defer metrics.Observe(PluginName, metrics.InProcess, start)
 	if !p.WaitForReady() {
 		metrics.Decisions.WithLabelValues(metrics.ResultError, metrics.InProcess).Inc()
-		return admission.NewForbidden(a, errors.New("MetadataPolicy is not yet ready to handle requests: policies are still being loaded"))
-	}
-	policies := p.source.Policies(a.GetNamespace())
-	if len(policies) == 0 {
-		return nil
+		return admission.NewForbidden(a, ErrNotReady)
 	}
 	obj, err := meta.Accessor(a.GetObject())
 	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("MetadataPolicy: object has no metadata: %v", err))
 	}
 	gr := a.GetResource().GroupResource()
-	eobj := &engine.Object{
-		Operation:   policyv1alpha1.Operation(a.GetOperation()),
+	op := policyv1alpha1.Operation(a.GetOperation())
+	res, err := p.reviewer.Review(ctx, &engine.Object{
+		Operation:   op,
 		Resource:    policyv1alpha1.GroupResource{Group: gr.Group, Resource: gr.Resource},
 		Namespace:   a.GetNamespace(),
 		Labels:      obj.GetLabels(),
 		Annotations: obj.GetAnnotations(),
 		Pod:         gr == api.Resource("pods"),
+	}, Describe(a.GetKind().Kind, a.GetNamespace(), a.GetName(), op))
+	if err != nil {
+		return admission.NewForbidden(a, err)
 	}
-	if needsNamespaceLabels(policies) {
-		if eobj.NamespaceLabels, err = p.namespaceLabels(ctx, a.GetNamespace()); err != nil {
-			metrics.Decisions.WithLabelValues(metrics.ResultError, metrics.InProcess).Inc()
-			return admission.NewForbidden(a, fmt.Errorf("MetadataPolicy: reading namespace %s: %w", a.GetNamespace(), err))
-		}
-	}
-	d := engine.Evaluate(policies, eobj)
-	p.report(a, d)
-	if d.Enforced.Rejected() {
-		metrics.Decisions.WithLabelValues(metrics.ResultRejected, metrics.InProcess).Inc()
-		return admission.NewForbidden(a, errors.New(d.Enforced.RejectionMessage()))
-	}
-	newLabels, newAnnotations, scheduler := d.Enforced.Changes(eobj)
-	if len(newLabels) == 0 && len(newAnnotations) == 0 && scheduler == "" {
-		metrics.Decisions.WithLabelValues(metrics.ResultAdmitted, metrics.InProcess).Inc()
+	if res == nil {
 		return nil
 	}
-	obj.SetLabels(merge(obj.GetLabels(), newLabels))
-	obj.SetAnnotations(merge(obj.GetAnnotations(), newAnnotations))
-	if scheduler != "" {
-		if err := setSchedulerName(a.GetObject(), scheduler); err != nil {
-			return apierrors.NewBadRequest(err.Error())
-		}
+	for k, v := range res.AuditAnnotations {
+		_ = a.AddAnnotation(AuditAnnotationPrefix+k, v)
 	}
-	metrics.Decisions.WithLabelValues(metrics.ResultMutated, metrics.InProcess).Inc()
+	if res.Rejection != "" {
+		return admission.NewForbidden(a, errors.New(res.Rejection))
+	}
+	if !res.Changed() {
+		return nil
+	}
+	obj.SetLabels(Merge(obj.GetLabels(), res.Labels))
+	obj.SetAnnotations(Merge(obj.GetAnnotations(), res.Annotations))
+	if res.SchedulerName != "" {
+		pod, ok := a.GetObject().(*api.Pod)
+		if !ok {
+			return apierrors.NewBadRequest(fmt.Sprintf("MetadataPolicy: cannot set the scheduler of a %T", a.GetObject()))
+		}
+		pod.Spec.SchedulerName = res.SchedulerName
+	}
 	return nil
-}
-
-// report writes audit annotations for audit findings, conflicts and ignored
-// writes, and records an event on each matching Audit policy.
-func (p *Plugin) report(a admission.Attributes, d *engine.Decision) {
-	if len(d.Audited.Matched) > 0 {
-		summary := d.Audited.Summary()
-		_ = a.AddAnnotation(AuditAnnotationAudit, summary)
-		metrics.Decisions.WithLabelValues(metrics.ResultAudited, metrics.InProcess).Inc()
-		what := fmt.Sprintf("%s %s/%s (%s)", a.GetKind().Kind, a.GetNamespace(), a.GetName(), strings.ToLower(string(a.GetOperation())))
-		seen := map[*engine.Policy]bool{}
-		for _, m := range d.Audited.Matched {
-			if seen[m.Policy] {
-				continue
-			}
-			seen[m.Policy] = true
-			reason := "AuditWouldMutate"
-			if d.Audited.Rejected() {
-				reason = "AuditWouldReject"
-			}
-			p.recorder.Eventf(policyRef(m.Policy), corev1.EventTypeNormal, reason, "%s: %s", what, summary)
-		}
-	}
-	if len(d.Enforced.Conflicts) > 0 {
-		parts := make([]string, 0, len(d.Enforced.Conflicts))
-		for _, c := range d.Enforced.Conflicts {
-			parts = append(parts, c.String())
-		}
-		_ = a.AddAnnotation(AuditAnnotationConflicts, strings.Join(parts, "; "))
-		metrics.Decisions.WithLabelValues(metrics.ResultConflict, metrics.InProcess).Inc()
-	}
-	if len(d.Enforced.Ignored) > 0 {
-		_ = a.AddAnnotation(AuditAnnotationIgnored, strings.Join(d.Enforced.Ignored, "; "))
-	}
-}
-
-func policyRef(p *engine.Policy) *corev1.ObjectReference {
-	return &corev1.ObjectReference{
-		APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: p.Kind,
-		Namespace: p.Namespace, Name: p.Name, UID: p.UID,
-	}
 }
 
 // Validate rejects policies that do not compile, naming the fields.
@@ -232,15 +183,6 @@ func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 		return apierrors.NewInvalid(a.GetKind().GroupKind(), a.GetName(), errs)
 	}
 	return nil
-}
-
-func needsNamespaceLabels(ps []*engine.Policy) bool {
-	for _, p := range ps {
-		if p.HasNamespaceSelector() {
-			return true
-		}
-	}
-	return false
 }
 
 // namespaceLabels reads a namespace's labels from the informer, falling back
@@ -259,27 +201,6 @@ func (p *Plugin) namespaceLabels(ctx context.Context, name string) (map[string]s
 	return ns.Labels, nil
 }
 
-func merge(into, from map[string]string) map[string]string {
-	if len(from) == 0 {
-		return into
-	}
-	if into == nil {
-		into = make(map[string]string, len(from))
-	}
-	for k, v := range from {
-		into[k] = v
-	}
-	return into
-}
-
-func setSchedulerName(obj any, name string) error {
-	switch pod := obj.(type) {
-	case *api.Pod:
-		pod.Spec.SchedulerName = name
-	case *corev1.Pod:
-		pod.Spec.SchedulerName = name
-	default:
-		return fmt.Errorf("MetadataPolicy: cannot set the scheduler of a %T", obj)
-	}
-	return nil
+func isPolicyResource(a admission.Attributes) bool {
+	return a.GetResource().Group == policyv1alpha1.GroupName
 }

@@ -13,6 +13,7 @@ import (
 	api "k8s.io/kubernetes/pkg/apis/core"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy/engine"
+	"github.com/gantry-dev/gantry/admission/metrics"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 )
 
@@ -40,7 +41,8 @@ func benchPlugin(tb testing.TB, n int) *Plugin {
 		s.objects[objectKey("MetadataPolicy", "bench", p.Name)] = &entry{policy: p}
 	}
 	s.publish()
-	p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), source: s, recorder: record.NewFakeRecorder(1000)}
+	p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), source: s,
+		reviewer: &Reviewer{Source: s, Recorder: record.NewFakeRecorder(1000), Deployment: metrics.InProcess}}
 	p.SetReadyFunc(func() bool { return true })
 	return p
 }
