@@ -30,7 +30,7 @@ done
 
 step() { printf '==> %s\n' "$*"; }
 
-step "kube-apiserver (Gantry, patched k8s.io/kubernetes: $(cd apiserver-patches/patches && ls | tr '\n' ' '))"
+step "kube-apiserver (Gantry, patched k8s.io/kubernetes: $(cd apiserver-patches/patches && ls *.patch | tr '\n' ' '))"
 hack/patch-kubernetes.sh
 apiserver_ldflags="${k8s_ldflags[*]}"
 # The version string says the apiserver is patched: v1.36.3+gantry.<commit>.patched
@@ -47,8 +47,9 @@ go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
 step "etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
 go build -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3
 
-step "gantry-cluster (kind/)"
+step "gantry-cluster (kind/), gantry-webhook (admission/)"
 go build -ldflags "-s -w" -o "${out}/gantry-cluster" ./kind
+go build -ldflags "${k8s_ldflags[*]}" -o "${out}/gantry-webhook" ./admission/cmd/gantry-webhook
 
 kwok_version="$(cd hack/tools && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
 step "kwok, kwokctl (${kwok_version})"

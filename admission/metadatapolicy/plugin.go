@@ -135,7 +135,11 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	}
 	gr := a.GetResource().GroupResource()
 	op := policyv1alpha1.Operation(a.GetOperation())
-	res, err := p.reviewer.Review(ctx, &engine.Object{
+	reviewer := p.reviewer
+	if a.IsDryRun() {
+		reviewer = reviewer.WithoutEvents()
+	}
+	res, err := reviewer.Review(ctx, &engine.Object{
 		Operation:   op,
 		Resource:    policyv1alpha1.GroupResource{Group: gr.Group, Resource: gr.Resource},
 		Namespace:   a.GetNamespace(),

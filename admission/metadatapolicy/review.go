@@ -40,6 +40,14 @@ type Reviewer struct {
 	Deployment string
 }
 
+// WithoutEvents returns a reviewer that records no events, for dry-run
+// requests, which must have no side effects.
+func (r *Reviewer) WithoutEvents() *Reviewer {
+	c := *r
+	c.Recorder = nil
+	return &c
+}
+
 // Result is a review's outcome.
 type Result struct {
 	// Rejection is non-empty when the object is rejected: it names every

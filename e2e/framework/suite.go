@@ -62,13 +62,40 @@ var TestContext Context
 // process saw a spec fail, so component logs must be kept.
 const failedMarker = ".failed"
 
+// SuiteOption customizes a suite's cluster.
+type SuiteOption func(*suiteOptions)
+
+type suiteOptions struct {
+	clusterName   string
+	apiserverArgs []string
+	setup         func(ctx context.Context) error
+}
+
+// WithCluster gives the suite's local cluster its own name and extra
+// kube-apiserver flags ("name=value"), for suites that need a differently
+// configured control plane.
+func WithCluster(name string, apiserverArgs ...string) SuiteOption {
+	return func(o *suiteOptions) { o.clusterName, o.apiserverArgs = name, apiserverArgs }
+}
+
+// WithSetup runs setup once (on ginkgo process 1) after the cluster is up
+// and TestContext is filled in, before any spec; setup may register
+// ginkgo.DeferCleanup to undo itself after the suite.
+func WithSetup(setup func(ctx context.Context) error) SuiteOption {
+	return func(o *suiteOptions) { o.setup = setup }
+}
+
 // SetupSuite registers the suite-level setup: bring up a cluster unless one is
 // given (once, on ginkgo process 1), build clients on every process, and on
 // teardown export component logs if a spec failed, then remove a cluster the
 // suite made. Call it at the top level of each suite file:
 //
 //	var _ = framework.SetupSuite()
-func SetupSuite() bool {
+func SetupSuite(opts ...SuiteOption) bool {
+	var so suiteOptions
+	for _, o := range opts {
+		o(&so)
+	}
 	ginkgo.SynchronizedBeforeSuite(func(ctx ginkgo.SpecContext) []byte {
 		root, err := cluster.FindRoot()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -79,7 +106,7 @@ func SetupSuite() bool {
 			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", *kubeconfigFlag)
 			return mustJSON(suiteCluster{Kubeconfig: *kubeconfigFlag})
 		}
-		c, err := localCluster(root)
+		c, err := localCluster(root, &so)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		state, err := c.Runtime().State(ctx)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -101,8 +128,11 @@ func SetupSuite() bool {
 		TestContext.Client, err = kubernetes.NewForConfig(TestContext.Config)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		// A cluster made by `make up` or by this suite is ours to inspect.
-		if c, err := localCluster(root); err == nil && sameFile(c.Kubeconfig(), TestContext.Kubeconfig) {
+		if c, err := localCluster(root, &so); err == nil && sameFile(c.Kubeconfig(), TestContext.Kubeconfig) {
 			TestContext.Local = c
+		}
+		if so.setup != nil && ginkgo.GinkgoParallelProcess() == 1 {
+			gomega.Expect(so.setup(context.Background())).To(gomega.Succeed())
 		}
 	}, ginkgo.NodeTimeout(10*time.Minute))
 
@@ -143,14 +173,22 @@ func mustJSON(v any) []byte {
 	return data
 }
 
-func localCluster(root string) (*cluster.Cluster, error) {
-	return cluster.New(&cluster.Options{
-		Root:    root,
-		Nodes:   *nodesFlag,
-		Retain:  *retainFlag,
-		Timeout: 3 * time.Minute,
-		Out:     ginkgo.GinkgoWriter,
-	})
+func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
+	o := &cluster.Options{
+		Root:          root,
+		Name:          so.clusterName,
+		APIServerArgs: so.apiserverArgs,
+		Nodes:         *nodesFlag,
+		Retain:        *retainFlag,
+		Timeout:       3 * time.Minute,
+		Out:           ginkgo.GinkgoWriter,
+	}
+	if so.clusterName != "" {
+		// Its own state and kubeconfig, beside the default cluster's.
+		o.WorkDir = filepath.Join(root, "_output", "cluster-"+so.clusterName)
+		o.KubeconfigPath = filepath.Join(root, "_output", "kubeconfig-"+so.clusterName)
+	}
+	return cluster.New(o)
 }
 
 func artifactsDir(root string) string {

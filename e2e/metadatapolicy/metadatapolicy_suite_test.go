@@ -1,5 +1,5 @@
-// Package metadatapolicy holds the e2e specs of MetadataPolicy admission and
-// the QoS annotator, in-process in Gantry's kube-apiserver.
+// Package metadatapolicy runs the MetadataPolicy and QoS annotator e2e specs
+// against the plugins in Gantry's kube-apiserver.
 package metadatapolicy
 
 import (
@@ -9,11 +9,15 @@ import (
 	"github.com/onsi/gomega"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/e2e/metadatapolicy/specs"
 )
 
 func TestMetadataPolicy(t *testing.T) {
 	gomega.RegisterFailHandler(ginkgo.Fail)
-	ginkgo.RunSpecs(t, "Gantry MetadataPolicy suite")
+	ginkgo.RunSpecs(t, "Gantry MetadataPolicy suite (in-process)")
 }
 
-var _ = framework.SetupSuite()
+var (
+	_ = framework.SetupSuite()
+	_ = specs.Register("in-process")
+)

@@ -35,6 +35,9 @@ type Options struct {
 	// (default <Root>/kind/config/kube-scheduler.yaml: the default profile
 	// and a second one, gantry-best-effort).
 	SchedulerConfig string
+	// APIServerArgs are extra kube-apiserver flags, "name=value" (without
+	// dashes), e.g. "disable-admission-plugins=MetadataPolicy".
+	APIServerArgs []string
 	// Timeout bounds each wait (control plane, nodes, CRDs).
 	Timeout time.Duration
 	// Retain keeps a cluster whose creation failed, for debugging.

@@ -90,6 +90,7 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.StringVar(&o.CRDDir, "crds", "", "directory searched for CRD YAML (default <root>/crds)")
 		f.StringVar(&o.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for kube-scheduler (default <root>/kind/config/kube-scheduler.yaml)")
 		f.BoolVar(&o.Retain, "retain", false, "keep a cluster whose creation failed, for debugging")
+		f.StringArrayVar(&o.APIServerArgs, "apiserver-arg", nil, "extra kube-apiserver flag as name=value (repeatable)")
 	}
 	root.AddCommand(up, down, status)
 	return root

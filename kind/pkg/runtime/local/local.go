@@ -166,6 +166,9 @@ func (r *Runtime) Create(ctx context.Context) error {
 	if r.o.SchedulerConfig != "" {
 		args = append(args, "--kube-scheduler-config", r.o.SchedulerConfig)
 	}
+	for _, a := range r.o.APIServerArgs {
+		args = append(args, "--extra-args", "kube-apiserver="+a)
+	}
 	if err := r.kwokctl(ctx, args...); err != nil {
 		return err
 	}

@@ -1,4 +1,7 @@
-package metadatapolicy
+// Package specs holds the MetadataPolicy and QoS annotator e2e specs, shared
+// by the in-process suite (e2e/metadatapolicy) and the webhook suite
+// (e2e/metadatapolicy/webhook): the same specs prove both deployments.
+package specs
 
 import (
 	"context"
@@ -90,7 +93,14 @@ func resources(cpu, mem string, limits bool) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{Requests: rl}
 }
 
-var _ = framework.Describe("MetadataPolicy", ginkgo.Label(framework.LabelMetadataPolicy), func() {
+// Register defines the specs for a deployment ("in-process" or "webhook").
+func Register(deployment string) bool {
+	return framework.Describe("MetadataPolicy ["+deployment+"]", ginkgo.Label(framework.LabelMetadataPolicy, deployment), func() {
+		specs()
+	})
+}
+
+func specs() {
 	f := framework.NewFramework("mdp")
 	c := &client{f: f}
 	ginkgo.BeforeEach(func() {
@@ -224,6 +234,6 @@ var _ = framework.Describe("MetadataPolicy", ginkgo.Label(framework.LabelMetadat
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction.updatedLabels[not a key]"))
 	})
-})
+}
 
 func ptr[T any](v T) *T { return &v }
