@@ -12,7 +12,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit integration bench verify test clean update
+.PHONY: all build up down status e2e unit integration bench bench-e2e verify test clean update
 
 all: build
 
@@ -45,10 +45,14 @@ bench: build
 		-run TestNarrowingVsUpstream -v ./apiserver-patches/narrowing/install | grep -v '^=== RUN'
 	GANTRY_BENCH=1 go test -count=1 -run TestAdmitCostByPolicyCount -v ./admission/metadatapolicy | grep -v '^=== RUN'
 
+## bench-e2e: pod create latency with admission off / in-process / webhook, one run, ratios.
+bench-e2e: build
+	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook) '
+
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
-	$(GINKGO) -v --timeout=40m $(if $(FOCUS),--label-filter='$(FOCUS)') \
+	$(GINKGO) -v --timeout=40m --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS))
 
 ## verify: formatting, vet, tidy modules, generated files and Bazel metadata in sync.

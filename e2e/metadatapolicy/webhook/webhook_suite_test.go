@@ -43,6 +43,9 @@ func TestWebhook(t *testing.T) {
 // configName names both webhook configurations.
 const configName = "gantry-webhook-e2e"
 
+// skipWebhookLabel on a namespace keeps its requests from the webhook.
+const skipWebhookLabel = "e2e.gantry.dev/skip-webhook"
+
 var (
 	_ = framework.SetupSuite(
 		framework.WithCluster("gantry-webhook", "disable-admission-plugins="+qos.PluginName+","+metadatapolicy.PluginName),
@@ -112,8 +115,12 @@ func startWebhook(ctx context.Context) error {
 		return fmt.Errorf("gantry-webhook did not become ready (see %s): %w", log.Name(), err)
 	}
 	url := func(path string) *string { return ptr.To("https://" + webhook.HostPort("127.0.0.1", port) + path) }
-	system := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease"}}}}
+	system := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease"}},
+		// Namespaces labelled skipWebhookLabel=true bypass the webhook: the
+		// latency spec measures "plugins off" there.
+		{Key: skipWebhookLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
+	}}
 	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	fail := admissionregistrationv1.Fail
 	_, err = tc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
