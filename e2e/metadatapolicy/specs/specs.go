@@ -212,6 +212,47 @@ func specs() {
 		gomega.Expect(created.Labels).To(gomega.HaveKeyWithValue("team", "x"), "the earlier policy by name wins")
 	})
 
+	ginkgo.It("applies a ClusterMetadataPolicy in the namespaces it selects only", func(ctx ginkgo.SpecContext) {
+		name := "e2e-" + f.Namespace
+		p := &policyv1alpha1.ClusterMetadataPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterMetadataPolicy"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1alpha1.ClusterMetadataPolicySpec{
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{f.Namespace}}}},
+				MetadataPolicySpec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
+					rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("cluster-policy", "applied")}),
+				}},
+			},
+		}
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		res := c.dyn.Resource(metadatapolicy.ClusterMetadataPoliciesResource)
+		_, err = res.Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) error { return res.Delete(ctx, name, metav1.DeleteOptions{}) })
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			got, err := res.Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			var cp policyv1alpha1.ClusterMetadataPolicy
+			g.Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &cp)).To(gomega.Succeed())
+			g.Expect(apimeta.IsStatusConditionTrue(cp.Status.Conditions, policyv1alpha1.ConditionReady)).To(gomega.BeTrue())
+		}).Should(gomega.Succeed())
+
+		selected, err := c.createPod(ctx, MakePod("selected", f.Namespace).Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(selected.Labels).To(gomega.HaveKeyWithValue("cluster-policy", "applied"))
+
+		other, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: f.Namespace + "-other-"}}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) error {
+			return f.Client.CoreV1().Namespaces().Delete(ctx, other.Name, metav1.DeleteOptions{})
+		})
+		outside, err := f.Client.CoreV1().Pods(other.Name).Create(ctx, MakePod("outside", other.Name).Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(outside.Labels).NotTo(gomega.HaveKey("cluster-policy"))
+	})
+
 	ginkgo.It("rejects an invalid policy with a message naming the field", func(ctx ginkgo.SpecContext) {
 		p := &policyv1alpha1.MetadataPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
