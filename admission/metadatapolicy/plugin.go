@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/admission/initializer"
@@ -98,24 +97,17 @@ func (p *Plugin) ValidateInitialization() error {
 	p.SetReadyFunc(p.source.Ready)
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
+	namespaces := NamespaceLabelReader{Lister: p.namespaces, Client: p.client}
 	p.reviewer = &Reviewer{
 		Source:          p.source,
-		NamespaceLabels: p.namespaceLabels,
+		NamespaceLabels: namespaces.Labels,
 		Recorder:        broadcaster.NewRecorder(nil, corev1.EventSource{Component: "metadatapolicy-admission"}),
 		Deployment:      metrics.InProcess,
 	}
 	logCtx := klog.NewContext(ctx, klog.Background().WithName(PluginName))
 	go p.source.Run(logCtx)
-	go p.source.RunStatus(logCtx, p.cachedNamespaceLabels)
+	go p.source.RunStatus(logCtx, namespaces.Cached)
 	return nil
-}
-
-func (p *Plugin) cachedNamespaceLabels(name string) (map[string]string, bool) {
-	ns, err := p.namespaces.Get(name)
-	if err != nil {
-		return nil, false
-	}
-	return ns.Labels, true
 }
 
 // Admit applies the policies that select the object.
@@ -187,22 +179,6 @@ func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 		return apierrors.NewInvalid(a.GetKind().GroupKind(), a.GetName(), errs)
 	}
 	return nil
-}
-
-// namespaceLabels reads a namespace's labels from the informer, falling back
-// to the API for a namespace created a moment ago.
-func (p *Plugin) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
-	ns, err := p.namespaces.Get(name)
-	if apierrors.IsNotFound(err) {
-		var live *corev1.Namespace
-		if live, err = p.client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
-			return live.Labels, nil
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	return ns.Labels, nil
 }
 
 func isPolicyResource(a admission.Attributes) bool {

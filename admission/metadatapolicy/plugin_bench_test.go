@@ -21,8 +21,7 @@ import (
 // each selects pods of one app and sets a label, one routes BestEffort pods
 // to a scheduler, so a request matches two of them.
 func benchPlugin(tb testing.TB, n int) *Plugin {
-	s := NewSource(nil, nil)
-	s.absent.Store(true) // no informers: the policies are loaded below
+	s := NewSourceForTest()
 	for i := range n {
 		spec := policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{
 			PolicyPredicate: policyv1alpha1.PolicyPredicate{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", i)}}},
@@ -38,9 +37,8 @@ func benchPlugin(tb testing.TB, n int) *Plugin {
 		if errs != nil {
 			tb.Fatal(errs)
 		}
-		s.objects[objectKey("MetadataPolicy", "bench", p.Name)] = &entry{policy: p}
+		s.AddForTest(p)
 	}
-	s.publish()
 	p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update), source: s,
 		reviewer: &Reviewer{Source: s, Recorder: record.NewFakeRecorder(1000), Deployment: metrics.InProcess}}
 	p.SetReadyFunc(func() bool { return true })

@@ -7,6 +7,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy/engine"
@@ -171,4 +175,36 @@ func Merge(into, from map[string]string) map[string]string {
 // Describe names an object for events: "Pod ns/name (create)".
 func Describe(kind, namespace, name string, op policyv1alpha1.Operation) string {
 	return fmt.Sprintf("%s %s/%s (%s)", kind, namespace, name, strings.ToLower(string(op)))
+}
+
+// NamespaceLabelReader reads namespace labels from an informer's lister,
+// falling back to the API for a namespace created a moment ago.
+type NamespaceLabelReader struct {
+	Lister corev1listers.NamespaceLister
+	Client kubernetes.Interface
+}
+
+// Labels returns a namespace's labels (Reviewer.NamespaceLabels).
+func (r NamespaceLabelReader) Labels(ctx context.Context, name string) (map[string]string, error) {
+	ns, err := r.Lister.Get(name)
+	if apierrors.IsNotFound(err) {
+		var live *corev1.Namespace
+		if live, err = r.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			return live.Labels, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ns.Labels, nil
+}
+
+// Cached returns a namespace's labels from the informer only, and whether it
+// knew the namespace (for RunStatus's conflict analysis).
+func (r NamespaceLabelReader) Cached(name string) (map[string]string, bool) {
+	ns, err := r.Lister.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return ns.Labels, true
 }

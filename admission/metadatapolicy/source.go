@@ -276,3 +276,19 @@ func (s *Source) entries() []entry {
 	}
 	return out
 }
+
+// NewSourceForTest returns a ready source without informers, for tests of
+// code that reads policies; AddForTest loads them.
+func NewSourceForTest() *Source {
+	s := NewSource(nil, nil)
+	s.absent.Store(true)
+	return s
+}
+
+// AddForTest loads a compiled policy into a test source.
+func (s *Source) AddForTest(p *engine.Policy) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.objects[objectKey(p.Kind, p.Namespace, p.Name)] = &entry{policy: p}
+	s.publish()
+}

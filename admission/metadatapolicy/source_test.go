@@ -21,16 +21,7 @@ func TestSourceReadyWithoutThePolicyAPI(t *testing.T) {
 	if s.Ready() {
 		t.Fatal("ready before the policy API was looked up: requests would be admitted unchecked")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Run(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for !s.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("not ready although the policy API is not installed: admission would wait on every request")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	runUntilReady(t, s, "not ready although the policy API is not installed: admission would wait on every request")
 	if got := s.Policies("default"); len(got) != 0 {
 		t.Errorf("policies without an API: %v", got)
 	}
@@ -48,17 +39,23 @@ func TestSourceWaitsForInformersWhenTheAPIIsInstalled(t *testing.T) {
 		ClusterMetadataPoliciesResource: "ClusterMetadataPolicyList",
 	})
 	s := NewSource(dyn, disc)
+	runUntilReady(t, s, "informers never synced")
+	if s.absent.Load() {
+		t.Error("the installed API was taken as absent")
+	}
+}
+
+// runUntilReady runs s until the test ends and waits until it is ready.
+func runUntilReady(t *testing.T, s *Source, failure string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	go s.Run(ctx)
 	deadline := time.Now().Add(5 * time.Second)
 	for !s.Ready() {
 		if time.Now().After(deadline) {
-			t.Fatal("informers never synced")
+			t.Fatal(failure)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if s.absent.Load() {
-		t.Error("the installed API was taken as absent")
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -65,37 +63,19 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 
 	source := metadatapolicy.NewSource(dyn, client.Discovery())
 	factory := informers.NewSharedInformerFactory(client, 0)
-	namespaces := factory.Core().V1().Namespaces().Lister()
-	factory.Start(ctx.Done())
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
+	namespaces := metadatapolicy.NamespaceLabelReader{Lister: factory.Core().V1().Namespaces().Lister(), Client: client}
 	reviewer := &metadatapolicy.Reviewer{
-		Source: source,
-		NamespaceLabels: func(ctx context.Context, name string) (map[string]string, error) {
-			ns, err := namespaces.Get(name)
-			if apierrors.IsNotFound(err) {
-				var live *corev1.Namespace
-				if live, err = client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
-					return live.Labels, nil
-				}
-			}
-			if err != nil {
-				return nil, err
-			}
-			return ns.Labels, nil
-		},
-		Recorder:   broadcaster.NewRecorder(nil, corev1.EventSource{Component: "gantry-webhook"}),
-		Deployment: metrics.Webhook,
+		Source:          source,
+		NamespaceLabels: namespaces.Labels,
+		Recorder:        broadcaster.NewRecorder(nil, corev1.EventSource{Component: "gantry-webhook"}),
+		Deployment:      metrics.Webhook,
 	}
 	go source.Run(ctx)
-	go source.RunStatus(ctx, func(name string) (map[string]string, bool) {
-		ns, err := namespaces.Get(name)
-		if err != nil {
-			return nil, false
-		}
-		return ns.Labels, true
-	})
+	go source.RunStatus(ctx, namespaces.Cached)
+	factory.Start(ctx.Done())
 
 	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir, CertName: CertFile, KeyName: KeyFile})
 	server.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}})

@@ -1,0 +1,150 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/gantry-dev/gantry/admission/metadatapolicy"
+	"github.com/gantry-dev/gantry/admission/metadatapolicy/engine"
+	"github.com/gantry-dev/gantry/admission/metrics"
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
+)
+
+// loadedSource is a source holding the given policies, ready.
+func loadedSource(t *testing.T, policies ...*policyv1alpha1.MetadataPolicy) *metadatapolicy.Source {
+	t.Helper()
+	s := metadatapolicy.NewSourceForTest()
+	for _, p := range policies {
+		c, errs := engine.CompileNamespaced(p)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		s.AddForTest(c)
+	}
+	return s
+}
+
+func podRequest(t *testing.T, pod *corev1.Pod, op admissionv1.Operation) admission.Request {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: op, Namespace: pod.Namespace, Name: pod.Name,
+		Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+		Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Object:   runtime.RawExtension{Raw: raw},
+	}}
+}
+
+func mutator(s *metadatapolicy.Source) *Mutator {
+	return &Mutator{Reviewer: &metadatapolicy.Reviewer{Source: s, Recorder: record.NewFakeRecorder(10), Deployment: metrics.Webhook}}
+}
+
+func TestMutatorAnnotatesQoSAndAppliesPolicies(t *testing.T) {
+	s := loadedSource(t, &policyv1alpha1.MetadataPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "route"},
+		Spec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{
+			PolicyPredicate: policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"scheduler.alpha.kubernetes.io/qos": "BestEffort"}}},
+			PolicyAction:    policyv1alpha1.PolicyAction{SchedulerName: "gantry-best-effort", UpdatedLabels: map[string]policyv1alpha1.LabelValue{"tier": "be"}},
+		}}},
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	resp := mutator(s).Handle(context.Background(), podRequest(t, pod, admissionv1.Create))
+	if !resp.Allowed {
+		t.Fatalf("denied: %v", resp.Result)
+	}
+	got := map[string]any{}
+	for _, p := range resp.Patches {
+		got[p.Path] = p.Value
+	}
+	// The QoS annotation the policy selects on is set by the same request.
+	for _, want := range []string{"/metadata/annotations", "/metadata/labels", "/spec/schedulerName"} {
+		if _, ok := got[want]; !ok {
+			t.Errorf("no patch of %s in %v", want, resp.Patches)
+		}
+	}
+	if got["/spec/schedulerName"] != "gantry-best-effort" {
+		t.Errorf("schedulerName patch = %v", got["/spec/schedulerName"])
+	}
+}
+
+func TestMutatorRejectsWithoutPatch(t *testing.T) {
+	s := loadedSource(t, &policyv1alpha1.MetadataPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "deny"},
+		Spec:       policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{PolicyAction: policyv1alpha1.PolicyAction{Reject: true}}}},
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x",
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	resp := mutator(s).Handle(context.Background(), podRequest(t, pod, admissionv1.Create))
+	if resp.Allowed || len(resp.Patches) != 0 {
+		t.Fatalf("want a denial without patches, got allowed=%v patches=%v", resp.Allowed, resp.Patches)
+	}
+	if resp.Result.Code != http.StatusForbidden || !strings.Contains(resp.Result.Message, "rejected by MetadataPolicy ns/deny rule 0") {
+		t.Errorf("result = %+v", resp.Result)
+	}
+}
+
+func TestPolicyValidatorNamesTheField(t *testing.T) {
+	p := map[string]any{"apiVersion": "policy.gantry.dev/v1alpha1", "kind": "MetadataPolicy",
+		"metadata": map[string]any{"name": "bad", "namespace": "ns"},
+		"spec":     map[string]any{"rules": []any{map[string]any{"policyAction": map[string]any{"updatedLabels": map[string]any{"not a key": "v"}}}}}}
+	raw, _ := json.Marshal(p)
+	resp := PolicyValidator{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}})
+	if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity ||
+		!strings.Contains(resp.Result.Message, "spec.rules[0].policyAction.updatedLabels[not a key]") {
+		t.Errorf("response = allowed %v, %+v", resp.Allowed, resp.Result)
+	}
+}
+
+func TestBootstrapCertificates(t *testing.T) {
+	dir := t.TempDir()
+	caPEM, err := BootstrapCertificates(dir, []string{"gantry-webhook.gantry-system.svc", "127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("CA bundle does not parse")
+	}
+	for _, host := range []string{"gantry-webhook.gantry-system.svc", "127.0.0.1"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+			t.Errorf("certificate not valid for %s: %v", host, err)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "elsewhere.example", Roots: roots}); err == nil {
+		t.Error("certificate valid for a host it was not issued for")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ca.key")); err == nil {
+		t.Error("the CA key was written")
+	}
+	if _, err := BootstrapCertificates(t.TempDir(), nil, time.Hour); err == nil {
+		t.Error("no hosts: want an error")
+	}
+}
