@@ -402,6 +402,15 @@ func isSubsequence(sub, list []string) bool {
 	if len(sub) > len(list) {
 		return false
 	}
+	if len(sub) == len(list) {
+		// Unchanged lists are the common case: compare position by position.
+		for i := range sub {
+			if !equal(sub[i], list[i]) {
+				return false
+			}
+		}
+		return true
+	}
 	j := 0
 	for _, v := range sub {
 		for {
