@@ -402,17 +402,14 @@ func isSubsequence(sub, list []string) bool {
 	if len(sub) > len(list) {
 		return false
 	}
-	if len(sub) == len(list) {
-		// Unchanged lists are the common case: compare position by position.
-		for i := range sub {
-			if !equal(sub[i], list[i]) {
-				return false
-			}
-		}
-		return true
+	// Unchanged lists, and lists cut short, match position by position: walk
+	// the common prefix before searching.
+	i := 0
+	for i < len(sub) && equal(sub[i], list[i]) {
+		i++
 	}
-	j := 0
-	for _, v := range sub {
+	j := i
+	for _, v := range sub[i:] {
 		for {
 			if j == len(list) {
 				return false
