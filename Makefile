@@ -47,7 +47,7 @@ bench: build
 
 ## bench-e2e: pod create latency with admission off / in-process / webhook, one run, ratios.
 bench-e2e: build
-	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook) '
+	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook)'
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
