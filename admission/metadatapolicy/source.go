@@ -92,10 +92,18 @@ func (s *Source) Ready() bool {
 }
 
 // Policies returns the policies that may apply in a namespace, in engine
-// order: cluster policies, then the namespace's own.
+// order: cluster policies, then the namespace's own. The result is shared
+// and must not be modified; it is allocated only when both kinds exist, so
+// the admission path allocates nothing for namespaces without policies.
 func (s *Source) Policies(namespace string) []*engine.Policy {
 	snap := s.current.Load()
 	local := snap.namespaced[namespace]
+	switch {
+	case len(local) == 0:
+		return snap.cluster
+	case len(snap.cluster) == 0:
+		return local
+	}
 	out := make([]*engine.Policy, 0, len(snap.cluster)+len(local))
 	return append(append(out, snap.cluster...), local...)
 }

@@ -260,7 +260,7 @@ func (c *Cluster) explain(ctx context.Context, err error) error {
 		if terr != nil || strings.TrimSpace(tail) == "" {
 			continue
 		}
-		fmt.Fprintf(&b, "\n\nlast lines of the %s log:\n%s", s, indent(tail))
+		fmt.Fprintf(&b, "\n\nlast lines of the %s log:\n%s", s, Indent(tail))
 	}
 	return errors.New(b.String())
 }
@@ -295,10 +295,12 @@ func (c *Cluster) rel(p string) string {
 	return p
 }
 
-func indent(s string) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	for i, l := range lines {
-		lines[i] = "    " + l
+// Indent indents every line of s by four spaces, for command output and
+// logs quoted in error messages.
+func Indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
 	}
-	return strings.Join(lines, "\n")
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }

@@ -252,15 +252,7 @@ func (r *Runtime) kwokctl(ctx context.Context, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:2], " "), err, indent(out.String()))
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:2], " "), err, cluster.Indent(out.String()))
 	}
 	return nil
-}
-
-func indent(s string) string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return ""
-	}
-	return "    " + strings.ReplaceAll(s, "\n", "\n    ")
 }
