@@ -21,6 +21,52 @@ gantry::generate_crds() {
     crd:crdVersions=v1 paths=./crds/... output:crd:dir="${out}")
 }
 
+# GANTRY_CLIENT_APIS are the API packages under crds/, as <group>/<version>
+# directories, that get a typed clientset, listers and shared informers in
+# crds/client. The API group is the +groupName of the package's doc.go; one
+# line per group version (give groups whose directories share a name a
+# +groupGoName in doc.go so their generated packages do not collide).
+GANTRY_CLIENT_APIS=(
+  scheduling/v1alpha1
+)
+
+# gantry::generate_clients regenerates, in the checkout at GANTRY_ROOT, the
+# typed clientset (crds/client/clientset/versioned, with its fake), listers
+# (crds/client/listers) and shared informers
+# (crds/client/informers/externalversions) of GANTRY_CLIENT_APIS. Everything
+# under crds/client but BUILD.bazel files is generated; stale files are
+# removed, and so are the BUILD.bazel files of packages no longer generated.
+gantry::generate_clients() {
+  local module=github.com/gantry-dev/gantry
+  local out="${GANTRY_ROOT}/crds/client" pkg="${module}/crds/client"
+  local header="${GANTRY_ROOT}/hack/boilerplate.go.txt"
+  if [[ -d "${out}" ]]; then
+    find "${out}" -type f ! -name BUILD.bazel -delete
+  fi
+  if ((${#GANTRY_CLIENT_APIS[@]})); then
+    local gv inputs=() pkgs=()
+    for gv in "${GANTRY_CLIENT_APIS[@]}"; do
+      inputs+=(--input "${gv}")
+      pkgs+=("${module}/crds/${gv}")
+    done
+    (cd "${GANTRY_ROOT}" &&
+      gantry::tool client-gen --go-header-file="${header}" \
+        --input-base="${module}/crds" "${inputs[@]}" --clientset-name=versioned \
+        --output-dir="${out}/clientset" --output-pkg="${pkg}/clientset" &&
+      gantry::tool lister-gen --go-header-file="${header}" \
+        --output-dir="${out}/listers" --output-pkg="${pkg}/listers" "${pkgs[@]}" &&
+      gantry::tool informer-gen --go-header-file="${header}" \
+        --versioned-clientset-package="${pkg}/clientset/versioned" --listers-package="${pkg}/listers" \
+        --output-dir="${out}/informers" --output-pkg="${pkg}/informers" "${pkgs[@]}") || return 1
+  fi
+  [[ -d "${out}" ]] || return 0
+  local dir
+  while read -r dir; do
+    compgen -G "${dir}/*.go" >/dev/null || rm -f "${dir}/BUILD.bazel"
+  done < <(find "${out}" -type d)
+  find "${out}" -depth -type d -empty -delete
+}
+
 # gantry::copy_checkout copies the checkout, without _output and .git, to dir:
 # verify regenerates there and diffs, never touching the checkout.
 gantry::copy_checkout() {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates everything hack/verify.sh checks: the Kubernetes replace block,
-# tidy modules, formatting, generated API code and CRD YAML, Bazel metadata.
+# tidy modules, formatting, generated API code, CRD YAML and typed clients,
+# Bazel metadata.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 source "${GANTRY_ROOT}/hack/lib.sh"
@@ -10,5 +11,6 @@ hack/pin-kubernetes.sh "$(gantry::k8s_version)"
 go mod tidy
 (cd hack/tools && go mod tidy)
 gantry::generate_crds
+gantry::generate_clients
 gofmt -s -w $(git ls-files -co --exclude-standard '*.go')
 hack/update-bazel.sh

@@ -46,10 +46,12 @@ crds() {
   local tmp rc=0
   tmp="$(mktemp -d)"
   gantry::copy_checkout "${tmp}"
-  if ! (GANTRY_ROOT="${tmp}" && gantry::generate_crds); then
+  if ! (GANTRY_ROOT="${tmp}" && gantry::generate_crds && gantry::generate_clients); then
     rc=1
+  # crds/ holds the deepcopy code, the CRD YAML (crds/manifests) and the typed
+  # clients (crds/client).
   elif ! diff -ruN crds "${tmp}/crds"; then
-    echo "generated API code or CRD YAML is stale: run make update"
+    echo "generated API code, CRD YAML or typed clients are stale: run make update"
     rc=1
   fi
   rm -rf "${tmp}"
@@ -60,7 +62,7 @@ check gofmt gofmt_clean
 check vet vet
 check "go.mod tidy" tidy
 check "kubernetes pin" pinned
-check "generated API code and CRDs" crds
+check "generated API code, CRDs and clients" crds
 check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
 
 if ((${#failed[@]})); then
