@@ -108,20 +108,13 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := c.p.step("waiting for kube-apiserver, kube-scheduler and kube-controller-manager", func() (string, error) {
-		return c.waitControlPlane(ctx, client)
+	if err := c.p.step("waiting for kube-apiserver", func() (string, error) {
+		return "", c.waitAPIServer(ctx, client)
 	}); err != nil {
 		return c.explain(ctx, err)
 	}
-	if err := c.p.step(fmt.Sprintf("creating %d kwok nodes", o.Nodes), func() (string, error) {
-		n, err := nodes.Ensure(ctx, client, nodes.Topology(o.Nodes))
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("%d created, %d already present", n, o.Nodes-n), nil
-	}); err != nil {
-		return err
-	}
+	// Gantry's scheduler waits for its informers on Gantry's CRDs before it
+	// competes for leadership, so the CRDs come before the leases.
 	if err := c.p.step("installing CRDs from "+c.rel(o.CRDDir), func() (string, error) {
 		names, err := crds.Install(ctx, cfg, o.CRDDir, o.Timeout)
 		if err != nil {
@@ -131,6 +124,20 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 			return "none found", nil
 		}
 		return fmt.Sprintf("%d established", len(names)), nil
+	}); err != nil {
+		return err
+	}
+	if err := c.p.step("waiting for kube-scheduler and kube-controller-manager leader leases", func() (string, error) {
+		return "", c.waitLeases(ctx, client)
+	}); err != nil {
+		return c.explain(ctx, err)
+	}
+	if err := c.p.step(fmt.Sprintf("creating %d kwok nodes", o.Nodes), func() (string, error) {
+		n, err := nodes.Ensure(ctx, client, nodes.Topology(o.Nodes))
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("%d created, %d already present", n, o.Nodes-n), nil
 	}); err != nil {
 		return err
 	}
@@ -182,16 +189,21 @@ func (c *Cluster) Status(ctx context.Context) (State, error) {
 	return state, nil
 }
 
-// waitControlPlane waits until kube-apiserver is ready and both kube-scheduler
-// and kube-controller-manager hold their leader leases, i.e. are working.
-func (c *Cluster) waitControlPlane(ctx context.Context, client kubernetes.Interface) (string, error) {
+// waitAPIServer waits until kube-apiserver is ready.
+func (c *Cluster) waitAPIServer(ctx context.Context, client kubernetes.Interface) error {
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, c.opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(body) == "ok", nil
 	})
 	if err != nil {
-		return "", &componentError{component: "kube-apiserver", err: fmt.Errorf("not ready after %s", c.opts.Timeout)}
+		return &componentError{component: "kube-apiserver", err: fmt.Errorf("not ready after %s", c.opts.Timeout)}
 	}
+	return nil
+}
+
+// waitLeases waits until kube-scheduler and kube-controller-manager hold
+// their leader leases, i.e. are working.
+func (c *Cluster) waitLeases(ctx context.Context, client kubernetes.Interface) error {
 	for _, lease := range []string{"kube-scheduler", "kube-controller-manager"} {
 		var holder string
 		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, c.opts.Timeout, true, func(ctx context.Context) (bool, error) {
@@ -207,13 +219,13 @@ func (c *Cluster) waitControlPlane(ctx context.Context, client kubernetes.Interf
 			return holder != "", nil
 		})
 		if errors.Is(err, errExited) {
-			return "", &componentError{component: lease, err: errExited}
+			return &componentError{component: lease, err: errExited}
 		}
 		if err != nil {
-			return "", &componentError{component: lease, err: fmt.Errorf("did not acquire its leader lease within %s", c.opts.Timeout)}
+			return &componentError{component: lease, err: fmt.Errorf("did not acquire its leader lease within %s", c.opts.Timeout)}
 		}
 	}
-	return "", nil
+	return nil
 }
 
 var errExited = errors.New("exited")

@@ -1,0 +1,111 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"k8s.io/apiserver/pkg/server"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/featuregate"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
+	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+)
+
+// GantryOptions are the flags Gantry adds to kube-scheduler's.
+type GantryOptions struct {
+	// DebugScores is how many top nodes to log, with each score plugin's
+	// weighted score, for every scheduled pod; 0 disables it. It can be
+	// changed at runtime with PUT /debug/flags/s.
+	DebugScores int32
+}
+
+// AddFlags registers the Gantry flags in fs.
+func (o *GantryOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.Int32Var(&o.DebugScores, "debug-scores", o.DebugScores,
+		"Log, for every scheduled pod, a table of the top N nodes with the total and each score plugin's weighted score (0 disables). Can be changed at runtime with PUT /debug/flags/s.")
+}
+
+// NewSchedulerCommand returns Gantry's kube-scheduler: upstream's flags and
+// configuration, Gantry's plugins, and the extension layer.
+func NewSchedulerCommand() *cobra.Command {
+	opts := options.NewOptions()
+	gantryOpts := &GantryOptions{}
+	cmd := &cobra.Command{
+		Use:   "kube-scheduler",
+		Short: "Gantry's kube-scheduler: upstream kube-scheduler with Gantry's plugins and extension layer",
+		Long: `Gantry's kube-scheduler is upstream kube-scheduler with Gantry's out-of-tree plugins
+(Reservation, ...) and an extension layer that gives plugins phase hooks, REST services on the
+secure port under /apis/v1/, controllers run while leading, and score debugging (--debug-scores).`,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return opts.ComponentGlobalsRegistry.Set()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runCommand(cmd, opts, gantryOpts)
+		},
+		Args: func(cmd *cobra.Command, args []string) error {
+			for _, a := range args {
+				if a != "" {
+					return fmt.Errorf("%q does not take arguments, got %q", cmd.CommandPath(), args)
+				}
+			}
+			return nil
+		},
+	}
+	nfs := opts.Flags
+	verflag.AddFlags(nfs.FlagSet("global"))
+	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
+	gantryOpts.AddFlags(nfs.FlagSet("gantry"))
+	for _, fs := range nfs.FlagSets {
+		cmd.Flags().AddFlagSet(fs)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, *nfs, cols)
+	return cmd
+}
+
+func runCommand(cmd *cobra.Command, opts *options.Options, gantryOpts *GantryOptions) error {
+	verflag.PrintAndExitIfRequested()
+	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
+	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
+	cliflag.PrintFlags(cmd.Flags())
+	if gantryOpts.DebugScores < 0 {
+		return fmt.Errorf("--debug-scores must not be negative, got %d", gantryOpts.DebugScores)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-server.SetupSignalHandler()
+		cancel()
+	}()
+
+	ext := frameworkext.New()
+	ext.SetDebugScores(gantryOpts.DebugScores)
+	cc, sched, err := upstream.Setup(ctx, opts, Plugins(ext)...)
+	if err != nil {
+		return err
+	}
+	if err := ext.Attach(sched); err != nil {
+		return fmt.Errorf("attaching Gantry's extension layer: %w", err)
+	}
+	fg.(featuregate.MutableFeatureGate).AddMetrics()
+	opts.ComponentGlobalsRegistry.AddMetrics()
+	klog.FromContext(ctx).Info("Gantry extension layer attached", "profiles", len(sched.Profiles))
+	return Run(ctx, cc, sched, ext)
+}

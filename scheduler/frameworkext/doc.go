@@ -1,0 +1,22 @@
+// Package frameworkext is Gantry's extension layer over kube-scheduler's
+// scheduling framework. It forks nothing: it wraps the plugin factories of
+// Gantry's out-of-tree plugins and, once upstream's Setup has built the
+// scheduler, the profiles' Framework instances.
+//
+// What plugins get:
+//   - ExtendedHandle: the framework handle plus Gantry's typed clientset and
+//     shared informers for Gantry's CRDs.
+//   - Phase hooks (PreFilterTransformer, FilterTransformer, ScoreTransformer):
+//     run before PreFilter, Filter and Score of the profiles that enable the
+//     plugin, in the order of the plugin in that extension point's list, and
+//     may hand adjusted copies of the pod, NodeInfo or node list to every
+//     plugin after them. Hooks must never modify what they are given: it is
+//     the scheduler's cache.
+//   - SchedulerAttacher: access to the built scheduler (cache, queue, failure
+//     handler), for plugins that place objects other than pods.
+//   - APIServiceProvider: HTTP endpoints under /apis/v1/plugins/<Plugin>/,
+//     served on the scheduler's secure port with its authn/authz; built-ins
+//     /apis/v1/__services__ and /apis/v1/nodes/{node}.
+//   - ControllerProvider: controllers run only while this scheduler leads.
+//   - Score debugging: a table of the top N nodes per scheduled pod.
+package frameworkext

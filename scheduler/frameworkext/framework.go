@@ -1,0 +1,94 @@
+package frameworkext
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// extendedFramework is a profile's Framework with Gantry's phase hooks run
+// before PreFilter, Filter, PreScore and Score, and the score-debug table
+// logged after Score. Everything else is the upstream framework's.
+type extendedFramework struct {
+	framework.Framework
+	ext     *Extender
+	profile *profileState
+}
+
+func (f *extendedFramework) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
+	for _, t := range f.profile.preFilter {
+		p, ok, st := t.BeforePreFilter(ctx, state, pod)
+		if !st.IsSuccess() {
+			return nil, st.WithPlugin(t.Name()), sets.New(t.Name())
+		}
+		if ok {
+			pod = p
+		}
+	}
+	return f.Framework.RunPreFilterPlugins(ctx, state, pod)
+}
+
+func (f *extendedFramework) RunFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, info fwk.NodeInfo) *fwk.Status {
+	pod, info, st := f.profile.beforeFilter(ctx, state, pod, info)
+	if !st.IsSuccess() {
+		return st
+	}
+	return f.Framework.RunFilterPlugins(ctx, state, pod, info)
+}
+
+func (f *extendedFramework) RunFilterPluginsWithNominatedPods(ctx context.Context, state fwk.CycleState, pod *v1.Pod, info fwk.NodeInfo) *fwk.Status {
+	pod, info, st := f.profile.beforeFilter(ctx, state, pod, info)
+	if !st.IsSuccess() {
+		return st
+	}
+	return f.Framework.RunFilterPluginsWithNominatedPods(ctx, state, pod, info)
+}
+
+func (f *extendedFramework) RunPreScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	pod, nodes, st := f.profile.beforeScore(ctx, state, pod, nodes)
+	if !st.IsSuccess() {
+		return st
+	}
+	return f.Framework.RunPreScorePlugins(ctx, state, pod, nodes)
+}
+
+func (f *extendedFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+	pod, nodes, st := f.profile.beforeScore(ctx, state, pod, nodes)
+	if !st.IsSuccess() {
+		return nil, st
+	}
+	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
+	if n := f.ext.DebugScores(); n > 0 && st.IsSuccess() {
+		logScoreTable(ctx, f.ProfileName(), pod, scores, int(n))
+	}
+	return scores, st
+}
+
+func (ps *profileState) beforeFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, info fwk.NodeInfo) (*v1.Pod, fwk.NodeInfo, *fwk.Status) {
+	for _, t := range ps.filter {
+		p, ni, ok, st := t.BeforeFilter(ctx, state, pod, info)
+		if !st.IsSuccess() {
+			return nil, nil, st.WithPlugin(t.Name())
+		}
+		if ok {
+			pod, info = p, ni
+		}
+	}
+	return pod, info, nil
+}
+
+func (ps *profileState) beforeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*v1.Pod, []fwk.NodeInfo, *fwk.Status) {
+	for _, t := range ps.score {
+		p, ns, ok, st := t.BeforeScore(ctx, state, pod, nodes)
+		if !st.IsSuccess() {
+			return nil, nil, st.WithPlugin(t.Name())
+		}
+		if ok {
+			pod, nodes = p, ns
+		}
+	}
+	return pod, nodes, nil
+}

@@ -1,0 +1,87 @@
+package frameworkext
+
+import (
+	"context"
+	"net/http"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
+
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
+)
+
+// ExtendedHandle is what Gantry's plugins get instead of the bare framework handle.
+type ExtendedHandle interface {
+	fwk.Handle
+	// GantryClientSet is a typed client for Gantry's API groups.
+	GantryClientSet() gantryclient.Interface
+	// GantryInformerFactory is shared by every Gantry plugin of the process;
+	// the layer starts it with the scheduler's informers.
+	GantryInformerFactory() gantryinformers.SharedInformerFactory
+	// Extender is the process-wide extension layer.
+	Extender() *Extender
+}
+
+// PreFilterTransformer runs before the PreFilter plugins. A plugin returning
+// ok=true hands the returned pod (a copy) to the hooks and plugins after it.
+type PreFilterTransformer interface {
+	fwk.Plugin
+	BeforePreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (newPod *v1.Pod, ok bool, status *fwk.Status)
+}
+
+// FilterTransformer runs before the Filter plugins, for every node. A plugin
+// returning ok=true hands the returned pod and NodeInfo (copies; never modify
+// nodeInfo, it belongs to the scheduler's snapshot) to what runs after it.
+type FilterTransformer interface {
+	fwk.Plugin
+	BeforeFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (newPod *v1.Pod, newNodeInfo fwk.NodeInfo, ok bool, status *fwk.Status)
+}
+
+// ScoreTransformer runs before the PreScore and Score plugins with the list
+// of feasible nodes. A plugin returning ok=true hands the returned pod and
+// list (a new slice, copies of changed NodeInfos) to what runs after it.
+type ScoreTransformer interface {
+	fwk.Plugin
+	BeforeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (newPod *v1.Pod, newNodes []fwk.NodeInfo, ok bool, status *fwk.Status)
+}
+
+// SchedulerAttacher is implemented by plugins that need the built scheduler:
+// its cache, queue or failure handler. AttachScheduler is called once per
+// plugin instance, after upstream's Setup and before informers start.
+type SchedulerAttacher interface {
+	fwk.Plugin
+	AttachScheduler(sched *scheduler.Scheduler) error
+}
+
+// Router registers a plugin's endpoints. Patterns are net/http ServeMux
+// patterns relative to /apis/v1/plugins/<Plugin>, e.g. "/nodeReservations/{node}".
+type Router interface {
+	// Get serves GET on any scheduler instance.
+	Get(pattern string, h http.HandlerFunc)
+	// GetLeaderOnly serves GET on the leader; followers answer 503, because
+	// the state it shows is only kept by the leader.
+	GetLeaderOnly(pattern string, h http.HandlerFunc)
+}
+
+// APIServiceProvider is implemented by plugins that serve REST endpoints.
+// Endpoints are registered once per plugin name, by its first instance.
+type APIServiceProvider interface {
+	fwk.Plugin
+	RegisterEndpoints(r Router)
+}
+
+// Controller is a loop that runs while this scheduler leads.
+type Controller interface {
+	Name() string
+	// Run blocks until ctx ends.
+	Run(ctx context.Context)
+}
+
+// ControllerProvider is implemented by plugins that own controllers.
+// Controllers are collected once per plugin name, from its first instance.
+type ControllerProvider interface {
+	fwk.Plugin
+	NewControllers() ([]Controller, error)
+}

@@ -1,0 +1,19 @@
+// Package reservation is Gantry's Reservation scheduler plugin: capacity
+// held on a node for a set of owner pods.
+//
+// A pending Reservation is scheduled like a pod of its template: the plugin
+// puts a reserve pod (no namespace, the reservation's UID) into the
+// scheduling queue, every filter and score of the profile applies, and the
+// plugin's Bind makes the reservation Available on the chosen node instead
+// of creating a pod. An Available reservation stands in the scheduler's
+// cache as a pod holding what its owners have not taken, so every plugin
+// counts it as used. An owner pod gets, from the filter hook, a copy of the
+// node without its reservation, scores higher there, and on Reserve claims
+// it; PreBind records the allocation on the pod (annotation
+// scheduling.gantry.dev/reservation-allocated), and that annotation on bound
+// pods is where every scheduler instance rebuilds allocations from.
+//
+// The status controller (leader only) writes phase, conditions, owners and
+// allocation, expires reservations, fails those whose node is deleted, and
+// deletes terminal ones after terminalReservationTTL.
+package reservation

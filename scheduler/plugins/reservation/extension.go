@@ -1,0 +1,223 @@
+package reservation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// cycleState is what PreFilter learns about an owner pod: the reservations
+// it may use, by node, and, per node, the one the filter hook chose.
+type cycleState struct {
+	candidates map[string][]candidate
+	// chosen is written by the filter hook (nodes are filtered in parallel).
+	chosen *chosenMap
+	// claimed is the reservation Reserve took on the selected node.
+	claimed *candidate
+}
+
+func (c *cycleState) Clone() fwk.StateData { return c }
+
+func readState(state fwk.CycleState) *cycleState {
+	v, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	return v.(*cycleState)
+}
+
+// PreFilter finds the reservations the pod owns. Pods that own none (and
+// reservations themselves) skip the plugin for the rest of the cycle.
+func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if isReservePod(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cands := pl.store.candidatesFor(pod)
+	if len(cands) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycleState{candidates: cands, chosen: newChosenMap()})
+	return nil, nil
+}
+
+// PreFilterExtensions: the plugin has no Filter, so preemption has nothing to update.
+func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// BeforeFilter gives an owner pod, on a node holding one of its
+// reservations, a copy of the node without that reservation: the in-tree
+// filters then see the reserved capacity as the owner's. Of several
+// reservations on one node, the first (by name) whose remaining capacity
+// holds the whole pod is used, else the first one.
+func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (*v1.Pod, fwk.NodeInfo, bool, *fwk.Status) {
+	cs := readState(state)
+	if cs == nil || ni.Node() == nil {
+		return nil, nil, false, nil
+	}
+	node := ni.Node().Name
+	cands := cs.candidates[node]
+	if len(cands) == 0 {
+		return nil, nil, false, nil
+	}
+	c := choose(cands, pod)
+	adjusted := ni.Snapshot()
+	if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
+		// The snapshot predates the reservation's arrival in the cache:
+		// the node already shows the capacity as free.
+		adjusted = ni
+	}
+	cs.chosen.set(node, c, adjusted)
+	return pod, adjusted, true, nil
+}
+
+func choose(cands []candidate, pod *v1.Pod) *candidate {
+	req := podRequests(pod)
+	for i := range cands {
+		if fits(req, cands[i].remaining) {
+			return &cands[i]
+		}
+	}
+	return &cands[0]
+}
+
+// BeforeScore hands the scorers the same adjusted nodes the filters saw.
+func (pl *Plugin) BeforeScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*v1.Pod, []fwk.NodeInfo, bool, *fwk.Status) {
+	cs := readState(state)
+	if cs == nil {
+		return nil, nil, false, nil
+	}
+	var out []fwk.NodeInfo
+	for i, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		if _, adjusted, ok := cs.chosen.get(ni.Node().Name); ok {
+			if out == nil {
+				out = append([]fwk.NodeInfo(nil), nodes...)
+			}
+			out[i] = adjusted
+		}
+	}
+	if out == nil {
+		return nil, nil, false, nil
+	}
+	return pod, out, true, nil
+}
+
+// PreScore skips scoring for pods that own no reservation.
+func (pl *Plugin) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if readState(state) == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score prefers the nodes holding one of the pod's reservations, most of
+// all those where the reservation holds the whole pod.
+func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	cs := readState(state)
+	if cs == nil || ni.Node() == nil {
+		return 0, nil
+	}
+	c, _, ok := cs.chosen.get(ni.Node().Name)
+	if !ok {
+		return 0, nil
+	}
+	if fits(podRequests(pod), c.remaining) {
+		return fwk.MaxNodeScore, nil
+	}
+	return fwk.MaxNodeScore / 2, nil
+}
+
+// ScoreExtensions: scores are already in range.
+func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve claims the chosen reservation on the selected node for an owner
+// pod, so that its capacity is not counted twice while the pod binds.
+func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	cs := readState(state)
+	if cs == nil {
+		return nil
+	}
+	c, _, ok := cs.chosen.get(node)
+	if !ok {
+		return nil // placed elsewhere than on its reservations
+	}
+	if !pl.store.claim(c.uid, pod, node) {
+		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation %s on node %s can no longer be used; retrying", c.name, node))
+	}
+	cs.claimed = c
+	return nil
+}
+
+// Unreserve gives the claim back when the pod does not bind.
+func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+	if cs := readState(state); cs != nil && cs.claimed != nil {
+		pl.store.release(cs.claimed.uid, pod)
+		cs.claimed = nil
+	}
+}
+
+// PreBindPreFlight: only owner pods placed in a reservation have PreBind work.
+func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if cs := readState(state); cs != nil && cs.claimed != nil {
+		return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+	}
+	return nil, fwk.NewStatus(fwk.Skip)
+}
+
+// PreBind records the allocation on the owner pod before it is bound: the
+// annotation is the durable record from which any scheduler rebuilds its
+// accounting, so an allocation can never outlive, or be lost by, a crash.
+func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	cs := readState(state)
+	if cs == nil || cs.claimed == nil {
+		return nil
+	}
+	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid})
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations": map[string]string{schedv1alpha1.AnnotationAllocated: string(value)},
+	}})
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if _, err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metaPatchOptions); err != nil {
+		return fwk.AsStatus(fmt.Errorf("recording reservation %s on pod: %w", cs.claimed.name, err))
+	}
+	return nil
+}
+
+// Bind binds reservations: it records the node in the reservation's status
+// and makes it Available. Real pods are left to the next binder.
+func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	if !isReservePod(pod) {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	if err := pl.bindReservation(ctx, pod, node); err != nil {
+		return fwk.AsStatus(err)
+	}
+	return nil
+}
+
+// EventsToRegister: the plugin rejects no pod, so no event makes one schedulable.
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return nil, nil
+}
+
+// SignPod lets pods that own no reservation be batched (their results do not
+// depend on this plugin); owners and reservations are not batched.
+func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if isReservePod(pod) || len(pl.store.candidatesFor(pod)) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pod uses reservations")
+	}
+	return nil, nil
+}

@@ -1,0 +1,183 @@
+package reservation
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// ownerIndex finds the reservations a pod owns without looking at every
+// reservation: object owners by pod key, controller owners by controller key,
+// and label selectors grouped by namespace and selector, so that a thousand
+// reservations for one workload cost one selector match.
+type ownerIndex struct {
+	byPod        map[string]map[*entry]bool
+	byController map[string]map[*entry]bool
+	bySelector   map[string]map[string]*selectorGroup // namespace -> selector string -> group
+}
+
+type selectorGroup struct {
+	selector labels.Selector
+	entries  map[*entry]bool
+}
+
+func newOwnerIndex() *ownerIndex {
+	return &ownerIndex{
+		byPod:        map[string]map[*entry]bool{},
+		byController: map[string]map[*entry]bool{},
+		bySelector:   map[string]map[string]*selectorGroup{},
+	}
+}
+
+func podKey(namespace, name string) string { return namespace + "/" + name }
+
+func controllerKey(namespace, kind, name string) string { return namespace + "/" + kind + "/" + name }
+
+// compiledOwner is a ReservationOwner ready for matching.
+type compiledOwner struct {
+	owner    schedv1alpha1.ReservationOwner
+	selector labels.Selector
+}
+
+func compileOwners(owners []schedv1alpha1.ReservationOwner) ([]compiledOwner, error) {
+	out := make([]compiledOwner, 0, len(owners))
+	for i, o := range owners {
+		c := compiledOwner{owner: o}
+		if o.LabelSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(o.LabelSelector)
+			if err != nil {
+				return nil, fmt.Errorf("owners[%d].labelSelector: %w", i, err)
+			}
+			c.selector = sel
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// matches reports whether pod is selected by the owner.
+func (c compiledOwner) matches(pod *v1.Pod) bool {
+	switch o := c.owner; {
+	case o.Object != nil:
+		return o.Object.Namespace == pod.Namespace && o.Object.Name == pod.Name &&
+			(o.Object.UID == "" || o.Object.UID == pod.UID)
+	case o.Controller != nil:
+		ref := metav1.GetControllerOf(pod)
+		return ref != nil && o.Controller.Namespace == pod.Namespace && ref.Kind == o.Controller.Kind &&
+			ref.Name == o.Controller.Name && (o.Controller.UID == "" || o.Controller.UID == ref.UID) &&
+			(o.Controller.APIVersion == "" || o.Controller.APIVersion == ref.APIVersion)
+	case c.selector != nil:
+		return o.Namespace == pod.Namespace && c.selector.Matches(labels.Set(pod.Labels))
+	}
+	return false
+}
+
+func (ix *ownerIndex) add(e *entry) {
+	for _, c := range e.owners {
+		switch o := c.owner; {
+		case o.Object != nil:
+			addTo(ix.byPod, podKey(o.Object.Namespace, o.Object.Name), e)
+		case o.Controller != nil:
+			addTo(ix.byController, controllerKey(o.Controller.Namespace, o.Controller.Kind, o.Controller.Name), e)
+		case c.selector != nil:
+			groups := ix.bySelector[o.Namespace]
+			if groups == nil {
+				groups = map[string]*selectorGroup{}
+				ix.bySelector[o.Namespace] = groups
+			}
+			key := c.selector.String()
+			g := groups[key]
+			if g == nil {
+				g = &selectorGroup{selector: c.selector, entries: map[*entry]bool{}}
+				groups[key] = g
+			}
+			g.entries[e] = true
+		}
+	}
+}
+
+func (ix *ownerIndex) remove(e *entry) {
+	for _, c := range e.owners {
+		switch o := c.owner; {
+		case o.Object != nil:
+			removeFrom(ix.byPod, podKey(o.Object.Namespace, o.Object.Name), e)
+		case o.Controller != nil:
+			removeFrom(ix.byController, controllerKey(o.Controller.Namespace, o.Controller.Kind, o.Controller.Name), e)
+		case c.selector != nil:
+			groups := ix.bySelector[o.Namespace]
+			key := c.selector.String()
+			if g := groups[key]; g != nil {
+				delete(g.entries, e)
+				if len(g.entries) == 0 {
+					delete(groups, key)
+				}
+			}
+			if len(groups) == 0 {
+				delete(ix.bySelector, o.Namespace)
+			}
+		}
+	}
+}
+
+// lookup calls fn for every indexed entry that pod owns (each once).
+func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
+	var seen map[*entry]bool
+	visit := func(e *entry) {
+		if len(e.owners) > 1 {
+			if seen == nil {
+				seen = map[*entry]bool{}
+			}
+			if seen[e] {
+				return
+			}
+			seen[e] = true
+		}
+		// The index narrows by key; the full owner (UID, API version) decides.
+		for _, c := range e.owners {
+			if c.matches(pod) {
+				fn(e)
+				return
+			}
+		}
+	}
+	for e := range ix.byPod[podKey(pod.Namespace, pod.Name)] {
+		visit(e)
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		for e := range ix.byController[controllerKey(pod.Namespace, ref.Kind, ref.Name)] {
+			visit(e)
+		}
+	}
+	if groups := ix.bySelector[pod.Namespace]; len(groups) > 0 {
+		set := labels.Set(pod.Labels)
+		for _, g := range groups {
+			if g.selector.Matches(set) {
+				for e := range g.entries {
+					visit(e)
+				}
+			}
+		}
+	}
+}
+
+func addTo(m map[string]map[*entry]bool, key string, e *entry) {
+	s := m[key]
+	if s == nil {
+		s = map[*entry]bool{}
+		m[key] = s
+	}
+	s[e] = true
+}
+
+func removeFrom(m map[string]map[*entry]bool, key string, e *entry) {
+	if s := m[key]; s != nil {
+		delete(s, e)
+		if len(s) == 0 {
+			delete(m, key)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package reservation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "Reservation"
+
+const stateKey fwk.StateKey = Name + "/state"
+
+// Plugin schedules Reservations like pods and lets their owners, and only
+// them, use what they hold. One instance runs per profile; they share the
+// process's store.
+type Plugin struct {
+	handle frameworkext.ExtendedHandle
+	store  *store
+	shared *shared
+}
+
+var (
+	_ fwk.PreFilterPlugin             = &Plugin{}
+	_ fwk.PreScorePlugin              = &Plugin{}
+	_ fwk.ScorePlugin                 = &Plugin{}
+	_ fwk.ReservePlugin               = &Plugin{}
+	_ fwk.PreBindPlugin               = &Plugin{}
+	_ fwk.BindPlugin                  = &Plugin{}
+	_ fwk.EnqueueExtensions           = &Plugin{}
+	_ fwk.SignPlugin                  = &Plugin{}
+	_ frameworkext.FilterTransformer  = &Plugin{}
+	_ frameworkext.ScoreTransformer   = &Plugin{}
+	_ frameworkext.SchedulerAttacher  = &Plugin{}
+	_ frameworkext.APIServiceProvider = &Plugin{}
+	_ frameworkext.ControllerProvider = &Plugin{}
+)
+
+// shared is what every instance of the plugin in a process shares.
+type shared struct {
+	once     sync.Once
+	store    *store
+	args     *Args
+	attached *scheduler.Scheduler
+	attachMu sync.Mutex
+}
+
+var sharedByExtender sync.Map // *frameworkext.Extender -> *shared
+
+// New builds the plugin; h must be an ExtendedHandle (Gantry's scheduler
+// wraps every Gantry plugin factory so that it is).
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	eh, ok := h.(frameworkext.ExtendedHandle)
+	if !ok {
+		return nil, fmt.Errorf("%s needs Gantry's extended handle: register it through frameworkext", Name)
+	}
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	v, _ := sharedByExtender.LoadOrStore(eh.Extender(), &shared{})
+	sh := v.(*shared)
+	var setupErr error
+	sh.once.Do(func() {
+		sh.args = args
+		sh.store = newStore(klog.FromContext(ctx).WithName(Name))
+		setupErr = sh.watch(eh)
+	})
+	if setupErr != nil {
+		return nil, setupErr
+	}
+	return &Plugin{handle: eh, store: sh.store, shared: sh}, nil
+}
+
+// watch feeds the store from the reservation and pod informers.
+func (sh *shared) watch(h frameworkext.ExtendedHandle) error {
+	s := sh.store
+	rinf := h.GantryInformerFactory().Scheduling().V1alpha1().Reservations().Informer()
+	if _, err := rinf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.upsert(obj.(*schedv1alpha1.Reservation)) },
+		UpdateFunc: func(_, obj any) { s.upsert(obj.(*schedv1alpha1.Reservation)) },
+		DeleteFunc: func(obj any) {
+			if r := asReservation(obj); r != nil {
+				s.remove(r)
+			}
+		},
+	}); err != nil {
+		return err
+	}
+	pinf := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	_, err := pinf.AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj any) bool {
+			p := asPod(obj)
+			return p != nil && p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
+		},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { s.observePod(obj.(*v1.Pod), false) },
+			UpdateFunc: func(_, obj any) { s.observePod(obj.(*v1.Pod), false) },
+			DeleteFunc: func(obj any) {
+				if p := asPod(obj); p != nil {
+					s.observePod(p, true)
+				}
+			},
+		},
+	})
+	return err
+}
+
+func asReservation(obj any) *schedv1alpha1.Reservation {
+	switch t := obj.(type) {
+	case *schedv1alpha1.Reservation:
+		return t
+	case cache.DeletedFinalStateUnknown:
+		r, _ := t.Obj.(*schedv1alpha1.Reservation)
+		return r
+	}
+	return nil
+}
+
+func asPod(obj any) *v1.Pod {
+	switch t := obj.(type) {
+	case *v1.Pod:
+		return t
+	case cache.DeletedFinalStateUnknown:
+		p, _ := t.Obj.(*v1.Pod)
+		return p
+	}
+	return nil
+}
+
+// Name returns the plugin's name.
+func (pl *Plugin) Name() string { return Name }
+
+// AttachScheduler connects the shared store to the scheduler's cache and
+// queue, and takes over failure handling of reserve pods. The profiles given
+// pending reservations are those whose Bind list runs this plugin before
+// DefaultBinder; a profile that enables the plugin otherwise is an error.
+func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
+	sh := pl.shared
+	sh.attachMu.Lock()
+	defer sh.attachMu.Unlock()
+	if sh.attached == sched {
+		return nil
+	}
+	profiles := sets.New[string]()
+	for name, f := range sched.Profiles {
+		plugins := f.ListPlugins()
+		if plugins == nil || !enabled(plugins.Reserve.Enabled) {
+			continue
+		}
+		if !bindsFirst(plugins.Bind.Enabled) {
+			return fmt.Errorf("profile %q enables %s but does not run it first in bind (before DefaultBinder): reservations would be bound as pods", name, Name)
+		}
+		profiles.Insert(name)
+	}
+	sh.attached = sched
+	orig := sched.FailureHandler
+	sched.FailureHandler = func(ctx context.Context, f framework.Framework, podInfo *framework.QueuedPodInfo, status *fwk.Status, nominating *fwk.NominatingInfo, start time.Time) {
+		if !isReservePod(podInfo.Pod) {
+			orig(ctx, f, podInfo, status, nominating, start)
+			return
+		}
+		sh.handleFailure(ctx, sched, podInfo, status)
+	}
+	sh.store.attach(sched.Cache, sched.SchedulingQueue, profiles)
+	return nil
+}
+
+func enabled(ps []config.Plugin) bool {
+	for _, p := range ps {
+		if p.Name == Name {
+			return true
+		}
+	}
+	return false
+}
+
+// bindsFirst: the plugin binds reservations, so it must run before any
+// binder of pods.
+func bindsFirst(ps []config.Plugin) bool {
+	return len(ps) > 0 && ps[0].Name == Name
+}
+
+// handleFailure is the scheduler's failure handler for reserve pods: a
+// pending reservation goes back to the queue, and the reason is recorded for
+// the status controller. No Pod API object is involved.
+func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler, podInfo *framework.QueuedPodInfo, status *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	q := sched.SchedulingQueue
+	uid := podInfo.Pod.UID
+	pod, ok := sh.store.failed(uid, status.Message())
+	if !ok {
+		logger.V(2).Info("Reservation is gone or no longer pending; not requeued", "reservation", podInfo.Pod.Name)
+		q.Done(uid)
+		return
+	}
+	logger.V(2).Info("Unable to schedule reservation; waiting", "reservation", podInfo.Pod.Name, "reason", status.Message())
+	var fitErr *framework.FitError
+	if errors.As(status.AsError(), &fitErr) {
+		podInfo.UnschedulablePlugins = fitErr.Diagnosis.UnschedulablePlugins
+		podInfo.PendingPlugins = fitErr.Diagnosis.PendingPlugins
+	}
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		logger.Error(err, "Rebuilding reservation pod info", "reservation", pod.Name)
+		q.Done(uid)
+		return
+	}
+	podInfo.PodInfo = pi
+	if err := q.AddUnschedulableIfNotPresent(logger, podInfo, q.SchedulingCycle()); err != nil {
+		logger.Error(err, "Requeueing reservation", "reservation", pod.Name)
+	}
+}

@@ -1,0 +1,559 @@
+package reservation
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apiresource "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// podCache is the part of the scheduler's cache the store drives.
+type podCache interface {
+	AddPod(logger klog.Logger, pod *v1.Pod) error
+	UpdatePod(logger klog.Logger, oldPod, newPod *v1.Pod) error
+	RemovePod(logger klog.Logger, pod *v1.Pod) error
+	ForgetPod(logger klog.Logger, pod *v1.Pod) error
+	GetPod(pod *v1.Pod) (*v1.Pod, error)
+	IsAssumedPod(pod *v1.Pod) (bool, error)
+}
+
+// podQueue is the part of the scheduling queue the store drives.
+type podQueue interface {
+	Add(ctx context.Context, pod *v1.Pod)
+	Delete(pod *v1.Pod)
+	AddUnschedulableIfNotPresent(logger klog.Logger, pInfo *framework.QueuedPodInfo, podSchedulingCycle int64) error
+	SchedulingCycle() int64
+	Done(types.UID)
+	MoveAllToActiveOrBackoffQueue(logger klog.Logger, event fwk.ClusterEvent, oldObj, newObj interface{}, preCheck queue.PreEnqueueCheck)
+}
+
+// allocation is an owner pod placed in a reservation.
+type allocation struct {
+	pod      types.NamespacedName
+	uid      types.UID
+	node     string
+	requests v1.ResourceList
+}
+
+// entry is the store's view of one reservation (by UID: a name can be reused).
+type entry struct {
+	r      *schedv1alpha1.Reservation
+	owners []compiledOwner
+	pod    *v1.Pod // the reserve pod, template shape
+	// pending are owner pods reserved into it by a scheduling cycle and not
+	// yet seen bound; they are only known to this scheduler.
+	pending map[types.UID]allocation
+	queued  bool // the reserve pod was handed to the scheduling queue
+	indexed bool // in byNode and the owner index: owners may use it
+	// unschedulable is the last scheduling failure, for the status controller.
+	unschedulable string
+}
+
+func (e *entry) phase() schedv1alpha1.ReservationPhase {
+	if e.r.Status.Phase == "" {
+		return schedv1alpha1.ReservationPending
+	}
+	return e.r.Status.Phase
+}
+
+func (e *entry) allocateOnce() bool {
+	return e.r.Spec.AllocateOnce == nil || *e.r.Spec.AllocateOnce
+}
+
+// store is the Reservation plugin's state, shared by the plugin's instances
+// in every profile of the process. It is rebuilt from informers alone: the
+// reservations, and the bound pods that carry AnnotationAllocated. The store
+// puts pending reservations into the scheduling queue and Available ones,
+// less what their owners took, into the scheduler's cache, so that every
+// plugin, in-tree or not, counts reserved capacity as used.
+type store struct {
+	mu      sync.RWMutex
+	logger  klog.Logger
+	entries map[types.UID]*entry
+	byNode  map[string]map[*entry]bool
+	owners  *ownerIndex
+	// allocs are the bound owner pods by reservation UID, from the pod
+	// informer; podToResv finds a pod's reservation when it goes away.
+	allocs    map[types.UID]map[types.UID]allocation
+	podToResv map[types.UID]types.UID
+
+	cache    podCache
+	queue    podQueue
+	profiles sets.Set[string] // scheduler names whose profile runs the plugin
+
+	// notify tells the status controller that a reservation needs a look.
+	notify func(name string)
+}
+
+func newStore(logger klog.Logger) *store {
+	return &store{
+		logger:    logger,
+		entries:   map[types.UID]*entry{},
+		byNode:    map[string]map[*entry]bool{},
+		owners:    newOwnerIndex(),
+		allocs:    map[types.UID]map[types.UID]allocation{},
+		podToResv: map[types.UID]types.UID{},
+		profiles:  sets.New[string](),
+		notify:    func(string) {},
+	}
+}
+
+// attach connects the store to the scheduler's cache and queue and replays
+// every known reservation into them.
+func (s *store) attach(cache podCache, queue podQueue, profiles sets.Set[string]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache, s.queue = cache, queue
+	s.profiles = profiles
+	for _, e := range s.entries {
+		s.reconcile(e)
+	}
+}
+
+func (s *store) setNotify(fn func(string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notify = fn
+}
+
+// upsert records the latest version of a reservation.
+func (s *store) upsert(r *schedv1alpha1.Reservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[r.UID]
+	if e == nil {
+		e = &entry{pending: map[types.UID]allocation{}}
+		s.entries[r.UID] = e
+	}
+	if e.r == nil || e.r.Generation != r.Generation {
+		owners, err := compileOwners(r.Spec.Owners)
+		if err != nil {
+			// The CRD validates selectors; one that still does not compile
+			// selects nobody rather than everybody.
+			s.logger.Error(err, "Reservation owners do not compile; no pod can use it", "reservation", klog.KObj(r))
+			owners = nil
+		}
+		if e.indexed {
+			s.unindex(e)
+		}
+		e.owners = owners
+	}
+	e.r = r
+	e.pod = reservePod(r)
+	s.reconcile(e)
+	s.notify(r.Name)
+}
+
+// remove forgets a deleted reservation and releases its capacity at once.
+func (s *store) remove(r *schedv1alpha1.Reservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[r.UID]
+	if e == nil {
+		return
+	}
+	delete(s.entries, r.UID)
+	if e.indexed {
+		s.unindex(e)
+	}
+	if e.queued && s.queue != nil {
+		s.queue.Delete(e.pod)
+		e.queued = false
+	}
+	s.uncache(e.pod)
+	delete(s.allocs, r.UID)
+}
+
+// reconcile makes the queue, the cache and the indexes agree with e.
+// Callers hold s.mu.
+func (s *store) reconcile(e *entry) {
+	phase := e.phase()
+	if s.queue != nil {
+		wantQueued := phase == schedv1alpha1.ReservationPending && s.profiles.Has(e.pod.Spec.SchedulerName)
+		switch {
+		case wantQueued && !e.queued:
+			s.queue.Add(klog.NewContext(context.Background(), s.logger), e.pod)
+			e.queued = true
+		case !wantQueued && e.queued:
+			s.queue.Delete(e.pod)
+			e.queued = false
+		}
+	}
+
+	live := phase == schedv1alpha1.ReservationAvailable && e.r.Status.NodeName != "" && !s.consumed(e)
+	if live && !e.indexed {
+		s.index(e)
+	} else if !live && e.indexed {
+		s.unindex(e)
+	}
+	if s.cache == nil {
+		return
+	}
+	switch {
+	case live:
+		s.cachePut(cachedReservePod(e.pod, e.r.Status.NodeName, s.remaining(e)))
+	case phase == schedv1alpha1.ReservationPending:
+		// While pending, the scheduler owns the reserve pod in its cache (it
+		// assumes it when it picks a node, and forgets it if binding fails).
+	default:
+		s.uncache(e.pod)
+	}
+}
+
+// consumed: an allocate-once reservation with an owner placed in it.
+func (s *store) consumed(e *entry) bool {
+	if !e.allocateOnce() {
+		return false
+	}
+	return len(e.pending) > 0 || len(s.allocs[e.r.UID]) > 0 || len(e.r.Status.CurrentOwners) > 0
+}
+
+// remaining is what the reservation still holds for its owners.
+func (s *store) remaining(e *entry) v1.ResourceList {
+	var used []v1.ResourceList
+	for _, a := range s.allocs[e.r.UID] {
+		used = append(used, a.requests)
+	}
+	for _, a := range e.pending {
+		used = append(used, a.requests)
+	}
+	return subtract(e.r.Spec.Template.Requests, used...)
+}
+
+func (s *store) index(e *entry) {
+	n := s.byNode[e.r.Status.NodeName]
+	if n == nil {
+		n = map[*entry]bool{}
+		s.byNode[e.r.Status.NodeName] = n
+	}
+	n[e] = true
+	s.owners.add(e)
+	e.indexed = true
+}
+
+func (s *store) unindex(e *entry) {
+	node := e.r.Status.NodeName
+	if n := s.byNode[node]; n != nil {
+		delete(n, e)
+		if len(n) == 0 {
+			delete(s.byNode, node)
+		}
+	}
+	// A reservation's node can only be found through byNode; look for it
+	// everywhere if the recorded node changed under us.
+	for name, n := range s.byNode {
+		if n[e] {
+			delete(n, e)
+			if len(n) == 0 {
+				delete(s.byNode, name)
+			}
+		}
+	}
+	s.owners.remove(e)
+	e.indexed = false
+}
+
+// cachePut puts want into the scheduler's cache, or updates what is there.
+func (s *store) cachePut(want *v1.Pod) {
+	cur, err := s.cache.GetPod(want)
+	if err != nil { // not in the cache
+		if err := s.cache.AddPod(s.logger, want); err != nil {
+			s.logger.Error(err, "Adding reservation to the scheduler cache", "reservation", want.Name)
+		}
+		return
+	}
+	assumed, _ := s.cache.IsAssumedPod(want)
+	if cur.Spec.NodeName != want.Spec.NodeName {
+		// Never move a cached pod between nodes in place: the cache treats
+		// that as corruption.
+		s.uncache(cur)
+		if err := s.cache.AddPod(s.logger, want); err != nil {
+			s.logger.Error(err, "Adding reservation to the scheduler cache", "reservation", want.Name)
+		}
+		return
+	}
+	if assumed {
+		// The scheduler assumed it when it placed the reservation; adding
+		// confirms it, as the pod informer does for real pods.
+		if err := s.cache.AddPod(s.logger, want); err != nil {
+			s.logger.Error(err, "Confirming reservation in the scheduler cache", "reservation", want.Name)
+		}
+		return
+	}
+	if !equalRequests(cur, want) {
+		if err := s.cache.UpdatePod(s.logger, cur, want); err != nil {
+			s.logger.Error(err, "Updating reservation in the scheduler cache", "reservation", want.Name)
+			return
+		}
+		s.freed(cur)
+	}
+}
+
+// freed tells the scheduling queue that capacity held by p came free, as the
+// scheduler does when an assigned pod goes away: pods waiting for it retry
+// at once rather than at the next periodic flush.
+func (s *store) freed(p *v1.Pod) {
+	if s.queue != nil {
+		s.queue.MoveAllToActiveOrBackoffQueue(s.logger, framework.EventAssignedPodDelete, p, nil, nil)
+	}
+}
+
+func (s *store) uncache(p *v1.Pod) {
+	if s.cache == nil {
+		return
+	}
+	cur, err := s.cache.GetPod(p)
+	if err != nil {
+		return
+	}
+	if assumed, _ := s.cache.IsAssumedPod(cur); assumed {
+		err = s.cache.ForgetPod(s.logger, cur)
+	} else {
+		err = s.cache.RemovePod(s.logger, cur)
+	}
+	if err != nil {
+		s.logger.Error(err, "Removing reservation from the scheduler cache", "reservation", p.Name)
+		return
+	}
+	s.freed(cur)
+}
+
+func equalRequests(a, b *v1.Pod) bool {
+	ra, rb := a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests
+	if len(ra) != len(rb) {
+		return false
+	}
+	for k, q := range ra {
+		if o, ok := rb[k]; !ok || o.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// observePod records a pod's allocation from its annotation: bound, live
+// pods count; anything else (unbound, finished, deleted) does not.
+func (s *store) observePod(p *v1.Pod, deleted bool) {
+	var resv types.UID
+	var alloc *schedv1alpha1.ReservationAllocation
+	if v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; ok && !deleted {
+		a := &schedv1alpha1.ReservationAllocation{}
+		if err := json.Unmarshal([]byte(v), a); err == nil && a.UID != "" {
+			alloc, resv = a, a.UID
+		}
+	}
+	counts := alloc != nil && p.Spec.NodeName != "" &&
+		p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if prev, ok := s.podToResv[p.UID]; ok && (!counts || prev != resv) {
+		delete(s.podToResv, p.UID)
+		if m := s.allocs[prev]; m != nil {
+			delete(m, p.UID)
+			if len(m) == 0 {
+				delete(s.allocs, prev)
+			}
+		}
+		s.touch(prev)
+	}
+	if !counts {
+		return
+	}
+	m := s.allocs[resv]
+	if m == nil {
+		m = map[types.UID]allocation{}
+		s.allocs[resv] = m
+	}
+	m[p.UID] = allocation{
+		pod:      types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
+		uid:      p.UID,
+		node:     p.Spec.NodeName,
+		requests: apiresource.PodRequests(p, apiresource.PodResourcesOptions{}),
+	}
+	s.podToResv[p.UID] = resv
+	if e := s.entries[resv]; e != nil {
+		delete(e.pending, p.UID) // the scheduler's in-cycle claim is now on record
+	}
+	s.touch(resv)
+}
+
+func (s *store) touch(resv types.UID) {
+	if e := s.entries[resv]; e != nil {
+		s.reconcile(e)
+		s.notify(e.r.Name)
+	}
+}
+
+// candidate is a reservation an owner pod may use, as seen at PreFilter.
+type candidate struct {
+	uid       types.UID
+	name      string
+	node      string
+	remaining v1.ResourceList
+	// cached is the reserve pod as the scheduler's cache holds it, which the
+	// filter hook takes off a copy of the node.
+	cached *v1.Pod
+}
+
+// candidatesFor returns, by node, the reservations pod owns that owners can
+// use, each node's list ordered by name.
+func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out map[string][]candidate
+	s.owners.lookup(pod, func(e *entry) {
+		if !e.indexed {
+			return
+		}
+		if out == nil {
+			out = map[string][]candidate{}
+		}
+		node := e.r.Status.NodeName
+		rem := s.remaining(e)
+		out[node] = append(out[node], candidate{
+			uid: e.r.UID, name: e.r.Name, node: node, remaining: rem,
+			cached: cachedReservePod(e.pod, node, rem),
+		})
+	})
+	for _, cs := range out {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	}
+	return out
+}
+
+// claim records, in a scheduling cycle, that pod takes reservation uid on
+// node. It fails if the reservation can no longer be used there.
+func (s *store) claim(uid types.UID, pod *v1.Pod, node string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[uid]
+	if e == nil || !e.indexed || e.r.Status.NodeName != node {
+		return false
+	}
+	e.pending[pod.UID] = allocation{
+		pod:      types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name},
+		uid:      pod.UID,
+		node:     node,
+		requests: apiresource.PodRequests(pod, apiresource.PodResourcesOptions{}),
+	}
+	s.reconcile(e)
+	return true
+}
+
+// release undoes claim.
+func (s *store) release(uid types.UID, pod *v1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[uid]; e != nil {
+		if _, ok := e.pending[pod.UID]; ok {
+			delete(e.pending, pod.UID)
+			s.reconcile(e)
+		}
+	}
+}
+
+// get returns the latest reservation with this UID, if known.
+func (s *store) get(uid types.UID) *schedv1alpha1.Reservation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.entries[uid]; e != nil {
+		return e.r
+	}
+	return nil
+}
+
+// failed records why a pending reservation could not be scheduled and hands
+// it back to the queue. It reports false if the reservation is gone or no
+// longer pending; the caller then only tells the queue it is done with it.
+func (s *store) failed(uid types.UID, msg string) (*v1.Pod, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[uid]
+	if e == nil || e.phase() != schedv1alpha1.ReservationPending {
+		return nil, false
+	}
+	if e.unschedulable != msg {
+		e.unschedulable = msg
+		s.notify(e.r.Name)
+	}
+	return e.pod, true
+}
+
+// unschedulableMessage is the last scheduling failure of a reservation.
+func (s *store) unschedulableMessage(uid types.UID) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.entries[uid]; e != nil {
+		return e.unschedulable
+	}
+	return ""
+}
+
+// owners returns the bound owner pods of a reservation, sorted.
+func (s *store) boundOwners(uid types.UID, node string) []allocation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []allocation
+	for _, a := range s.allocs[uid] {
+		if a.node == node {
+			out = append(out, a)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pod.String() < out[j].pod.String() })
+	return out
+}
+
+// NodeReservation is a reservation on a node, as the REST service shows it.
+type NodeReservation struct {
+	Name         string                           `json:"name"`
+	UID          types.UID                        `json:"uid"`
+	Phase        schedv1alpha1.ReservationPhase   `json:"phase"`
+	AllocateOnce bool                             `json:"allocateOnce"`
+	Allocatable  v1.ResourceList                  `json:"allocatable"`
+	Remaining    v1.ResourceList                  `json:"remaining"`
+	Owners       []schedv1alpha1.ReservationOwner `json:"owners"`
+	Allocated    []string                         `json:"allocatedPods,omitempty"`
+	Pending      []string                         `json:"pendingPods,omitempty"`
+}
+
+func (s *store) onNode(node string) []NodeReservation {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []NodeReservation{}
+	for _, e := range s.entries {
+		if e.r.Status.NodeName != node {
+			continue
+		}
+		nr := NodeReservation{
+			Name: e.r.Name, UID: e.r.UID, Phase: e.phase(), AllocateOnce: e.allocateOnce(),
+			Allocatable: e.r.Spec.Template.Requests, Owners: e.r.Spec.Owners,
+			Remaining: v1.ResourceList{},
+		}
+		if e.indexed {
+			nr.Remaining = s.remaining(e)
+		}
+		for _, a := range s.allocs[e.r.UID] {
+			nr.Allocated = append(nr.Allocated, a.pod.String())
+		}
+		for _, a := range e.pending {
+			nr.Pending = append(nr.Pending, a.pod.String())
+		}
+		sort.Strings(nr.Allocated)
+		sort.Strings(nr.Pending)
+		out = append(out, nr)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
