@@ -81,8 +81,9 @@ func (e *Extender) ServicesHandler(isLeader func() bool) http.Handler {
 			return
 		}
 		e.services.mu.Lock()
-		h, pattern := e.services.mux.Handler(r)
+		_, pattern := e.services.mux.Handler(r)
 		leaderOnly := e.services.leaderOnly[strings.TrimPrefix(pattern, "GET ")]
+		mux := e.services.mux
 		e.services.mu.Unlock()
 		if pattern == "" {
 			WriteError(w, http.StatusNotFound, "no such endpoint: %s %s (see %s__services__)", r.Method, r.URL.Path, ServicesPrefix)
@@ -92,7 +93,7 @@ func (e *Extender) ServicesHandler(isLeader func() bool) http.Handler {
 			WriteError(w, http.StatusServiceUnavailable, "this scheduler is not the leader; ask the leader for %s", r.URL.Path)
 			return
 		}
-		h.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r) // sets the path values, which Handler does not
 	})
 }
 

@@ -1,0 +1,108 @@
+package reservation
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// nodeInfoFromCache is the node as a scheduling cycle's snapshot holds it.
+func (f *fixture) nodeInfo(name string) fwk.NodeInfo {
+	f.t.Helper()
+	ni, err := f.cache.GetNode(name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ni
+}
+
+func TestFilterHookGivesOwnersACopyWithTheirReservation(t *testing.T) {
+	f := newFixture(t, node("n1", "4"), node("n2", "4"))
+	f.store.upsert(makeReservation("big", "3", available("n1")))
+	f.store.upsert(makeReservation("small", "1", available("n1")))
+	pl := &Plugin{store: f.store}
+	ctx := context.Background()
+
+	owner := ownerPod("p", "2")
+	state := framework.NewCycleState()
+	if _, st := pl.PreFilter(ctx, state, owner, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	n1 := f.nodeInfo("n1")
+	before := n1.GetRequested().GetMilliCPU()
+	_, adjusted, ok, st := pl.BeforeFilter(ctx, state, owner, n1)
+	if !ok || !st.IsSuccess() {
+		t.Fatalf("BeforeFilter on n1: ok=%v status=%v", ok, st)
+	}
+	// "small" (1 CPU) cannot hold the 2-CPU pod; "big" can, and is taken off.
+	if got := adjusted.GetRequested().GetMilliCPU(); got != before-3000 {
+		t.Errorf("adjusted n1 requests %dm, want %dm", got, before-3000)
+	}
+	if got := n1.GetRequested().GetMilliCPU(); got != before {
+		t.Errorf("the hook modified the snapshot's NodeInfo: %dm, want %dm", got, before)
+	}
+	if _, _, ok, _ := pl.BeforeFilter(ctx, state, owner, f.nodeInfo("n2")); ok {
+		t.Error("BeforeFilter changed n2, which holds none of the pod's reservations")
+	}
+	if got, _ := pl.Score(ctx, state, owner, adjusted); got != fwk.MaxNodeScore {
+		t.Errorf("score on n1 = %d, want %d", got, fwk.MaxNodeScore)
+	}
+	if got, _ := pl.Score(ctx, state, owner, f.nodeInfo("n2")); got != 0 {
+		t.Errorf("score on n2 = %d, want 0", got)
+	}
+	_, nodes, ok, _ := pl.BeforeScore(ctx, state, owner, []fwk.NodeInfo{n1, f.nodeInfo("n2")})
+	if !ok || nodes[0] != adjusted {
+		t.Error("BeforeScore did not hand scorers the adjusted n1")
+	}
+
+	if st := pl.Reserve(ctx, state, owner, "n1"); !st.IsSuccess() {
+		t.Fatalf("Reserve: %v", st)
+	}
+	if pre, st := pl.PreBindPreFlight(ctx, state, owner, "n1"); !st.IsSuccess() || pre == nil {
+		t.Errorf("PreBindPreFlight for a claimed owner = %v, %v; want work to do", pre, st)
+	}
+	pl.Unreserve(ctx, state, owner, "n1")
+	if got := f.requestedCPU("n1"); got != 4000 {
+		t.Errorf("after Unreserve, n1 holds %dm, want both reservations (4000m)", got)
+	}
+}
+
+func TestNonOwnersAndReservationsSkip(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "3", available("n1"))
+	f.store.upsert(r)
+	pl := &Plugin{store: f.store}
+	ctx := context.Background()
+	for name, p := range map[string]*v1.Pod{
+		"non-owner":   ownerPod("x", "1").DeepCopy(),
+		"reservation": reservePod(makeReservation("r2", "1")),
+	} {
+		if name == "non-owner" {
+			p.Labels = nil
+		}
+		state := framework.NewCycleState()
+		if _, st := pl.PreFilter(ctx, state, p, nil); st.Code() != fwk.Skip {
+			t.Errorf("%s: PreFilter = %v, want Skip", name, st)
+		}
+		if _, _, ok, _ := pl.BeforeFilter(ctx, state, p, f.nodeInfo("n1")); ok {
+			t.Errorf("%s: BeforeFilter changed the node", name)
+		}
+		if st := pl.PreScore(ctx, state, p, nil); st.Code() != fwk.Skip {
+			t.Errorf("%s: PreScore = %v, want Skip", name, st)
+		}
+	}
+	if _, st := pl.SignPod(ctx, ownerPod("o", "1")); st.IsSuccess() {
+		t.Error("an owner pod was signed for batching")
+	}
+	nonOwner := ownerPod("x", "1")
+	nonOwner.Labels = nil
+	if _, st := pl.SignPod(ctx, nonOwner); !st.IsSuccess() {
+		t.Errorf("a non-owner pod was not signed: %v", st)
+	}
+	if st := pl.Bind(ctx, nil, nonOwner, "n1"); st.Code() != fwk.Skip {
+		t.Errorf("Bind of a real pod = %v, want Skip", st)
+	}
+}

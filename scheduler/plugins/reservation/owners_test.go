@@ -1,0 +1,81 @@
+package reservation
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+func TestOwnerIndexLookup(t *testing.T) {
+	rsGVK := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
+	byObject := &entry{r: makeReservation("obj", "1")}
+	byObject.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1"}}})
+	byUID := &entry{r: makeReservation("uid", "1")}
+	byUID.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1", UID: "other"}}})
+	byController := &entry{r: makeReservation("ctrl", "1")}
+	byController.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Controller: &schedv1alpha1.OwnerReference{Namespace: "ns", Kind: "ReplicaSet", Name: "rs"}}})
+	bySelector := &entry{r: makeReservation("sel", "1")}
+	bySelector.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}},
+		Namespace:     "ns",
+	}})
+	// Two owners that both select p1: found once.
+	both := &entry{r: makeReservation("both", "1")}
+	both.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
+		{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1"}},
+		{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}, Namespace: "ns"},
+	})
+
+	ix := newOwnerIndex()
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both} {
+		ix.add(e)
+	}
+	tests := map[string]struct {
+		pod  *v1.Pod
+		want []string
+	}{
+		"object, selector, both": {st.MakePod().Namespace("ns").Name("p1").UID("u1").Label("tier", "a").Obj(), []string{"both", "obj", "sel"}},
+		"controller":             {st.MakePod().Namespace("ns").Name("p2").OwnerReference("rs", rsGVK).Obj(), []string{"ctrl"}},
+		"other namespace":        {st.MakePod().Namespace("other").Name("p1").Label("tier", "a").OwnerReference("rs", rsGVK).Obj(), nil},
+		"selector miss":          {st.MakePod().Namespace("ns").Name("p3").Label("tier", "c").Obj(), nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			ix.lookup(tc.pod, func(e *entry) { got = append(got, e.r.Name) })
+			if !equalSets(got, tc.want) {
+				t.Errorf("owned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both} {
+		ix.remove(e)
+	}
+	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector) != 0 {
+		t.Errorf("index not empty after removing everything: %+v", ix)
+	}
+}
+
+func equalSets(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, x := range a {
+		m[x]++
+	}
+	for _, x := range b {
+		m[x]--
+	}
+	for _, v := range m {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,318 @@
+package reservation
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// recordingQueue is the part of the scheduling queue the store drives,
+// recording what it was asked to do.
+type recordingQueue struct {
+	added, deleted, done []string
+	unschedulable        []string
+	moves                int
+}
+
+func (q *recordingQueue) Add(_ context.Context, p *v1.Pod) { q.added = append(q.added, p.Name) }
+func (q *recordingQueue) Delete(p *v1.Pod)                 { q.deleted = append(q.deleted, p.Name) }
+func (q *recordingQueue) AddUnschedulableIfNotPresent(_ klog.Logger, pi *framework.QueuedPodInfo, _ int64) error {
+	q.unschedulable = append(q.unschedulable, pi.Pod.Name)
+	return nil
+}
+func (q *recordingQueue) SchedulingCycle() int64 { return 1 }
+func (q *recordingQueue) Done(uid types.UID)     { q.done = append(q.done, string(uid)) }
+func (q *recordingQueue) MoveAllToActiveOrBackoffQueue(klog.Logger, fwk.ClusterEvent, any, any, queue.PreEnqueueCheck) {
+	q.moves++
+}
+
+type fixture struct {
+	t     *testing.T
+	store *store
+	cache internalcache.Cache
+	queue *recordingQueue
+}
+
+func newFixture(t *testing.T, nodes ...*v1.Node) *fixture {
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	c := internalcache.New(ctx, nil, false)
+	for _, n := range nodes {
+		c.AddNode(logger, n)
+	}
+	q := &recordingQueue{}
+	s := newStore(logger)
+	s.attach(c, q, sets.New(v1.DefaultSchedulerName))
+	return &fixture{t: t, store: s, cache: c, queue: q}
+}
+
+func node(name, cpu string) *v1.Node {
+	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
+}
+
+type resvOpt func(*schedv1alpha1.Reservation)
+
+func makeReservation(name, cpu string, opts ...resvOpt) *schedv1alpha1.Reservation {
+	r := &schedv1alpha1.Reservation{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: 1},
+		Spec: schedv1alpha1.ReservationSpec{
+			Template: schedv1alpha1.ReservationTemplate{
+				Requests:      v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)},
+				SchedulerName: v1.DefaultSchedulerName,
+			},
+			Owners: []schedv1alpha1.ReservationOwner{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "owner"}},
+				Namespace:     "ns",
+			}},
+		},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func available(node string) resvOpt {
+	return func(r *schedv1alpha1.Reservation) {
+		r.Status.Phase = schedv1alpha1.ReservationAvailable
+		r.Status.NodeName = node
+	}
+}
+
+func notOnce(r *schedv1alpha1.Reservation) { r.Spec.AllocateOnce = ptr.To(false) }
+
+// requestedCPU is the node's requested milli-CPU in the scheduler cache.
+func (f *fixture) requestedCPU(node string) int64 {
+	f.t.Helper()
+	ni, err := f.cache.GetNode(node)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ni.GetRequested().GetMilliCPU()
+}
+
+func ownerPod(name, cpu string) *v1.Pod {
+	return st.MakePod().Namespace("ns").Name(name).UID("pod-" + name).Label("app", "owner").
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+}
+
+func allocated(p *v1.Pod, r *schedv1alpha1.Reservation, node string) *v1.Pod {
+	p = p.DeepCopy()
+	v, _ := json.Marshal(schedv1alpha1.ReservationAllocation{Name: r.Name, UID: r.UID})
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[schedv1alpha1.AnnotationAllocated] = string(v)
+	p.Spec.NodeName = node
+	return p
+}
+
+func TestAvailableReservationHoldsCapacityInCache(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "3", available("n1"))
+	f.store.upsert(r)
+	if got := f.requestedCPU("n1"); got != 3000 {
+		t.Fatalf("requested CPU on n1 = %dm, want 3000m", got)
+	}
+	cached, err := f.cache.GetPod(reservePod(r))
+	if err != nil {
+		t.Fatalf("reservation not in cache: %v", err)
+	}
+	if got := *cached.Spec.Priority; got != math.MaxInt32 {
+		t.Errorf("cached reservation priority = %d, want MaxInt32 (never a preemption victim)", got)
+	}
+	if len(f.queue.added) != 0 {
+		t.Errorf("an Available reservation was queued: %v", f.queue.added)
+	}
+
+	f.store.remove(r)
+	if got := f.requestedCPU("n1"); got != 0 {
+		t.Fatalf("after delete, requested CPU on n1 = %dm, want 0", got)
+	}
+	if f.queue.moves == 0 {
+		t.Error("releasing capacity did not move waiting pods")
+	}
+}
+
+func TestPendingReservationIsQueuedOnceAndDequeued(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "1")
+	f.store.upsert(r)
+	f.store.upsert(r.DeepCopy()) // a status-only update
+	if diff := cmp.Diff([]string{"r1"}, f.queue.added); diff != "" {
+		t.Fatalf("queued (-want +got):\n%s", diff)
+	}
+	other := makeReservation("other", "1")
+	other.Spec.Template.SchedulerName = "no-such-profile"
+	f.store.upsert(other)
+	if len(f.queue.added) != 1 {
+		t.Errorf("a reservation of a profile without the plugin was queued: %v", f.queue.added)
+	}
+	f.store.upsert(makeReservation("r1", "1", available("n1")))
+	if diff := cmp.Diff([]string{"r1"}, f.queue.deleted); diff != "" {
+		t.Errorf("dequeued once Available (-want +got):\n%s", diff)
+	}
+}
+
+func TestClaimAndReleaseAllocateOnce(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "3", available("n1"))
+	f.store.upsert(r)
+	p := ownerPod("p", "2")
+	cands := f.store.candidatesFor(p)
+	if len(cands["n1"]) != 1 {
+		t.Fatalf("candidates = %v, want r1 on n1", cands)
+	}
+	if !f.store.claim(r.UID, p, "n1") {
+		t.Fatal("claim failed")
+	}
+	// allocateOnce: the claim consumes the reservation; what the pod does
+	// not use (1 CPU) is released. The pod itself is the scheduler's to
+	// count (it assumes it).
+	if got := f.requestedCPU("n1"); got != 0 {
+		t.Errorf("after claim, reservation still holds %dm on n1", got)
+	}
+	if c := f.store.candidatesFor(ownerPod("q", "1")); len(c) != 0 {
+		t.Errorf("a consumed reservation is still offered: %v", c)
+	}
+	f.store.release(r.UID, p)
+	if got := f.requestedCPU("n1"); got != 3000 {
+		t.Errorf("after release, requested = %dm, want 3000m", got)
+	}
+}
+
+func TestSharedReservationShrinksByBoundOwners(t *testing.T) {
+	f := newFixture(t, node("n1", "8"))
+	r := makeReservation("r1", "4", available("n1"), notOnce)
+	f.store.upsert(r)
+
+	p := ownerPod("p", "1")
+	if !f.store.claim(r.UID, p, "n1") {
+		t.Fatal("claim failed")
+	}
+	if got := f.requestedCPU("n1"); got != 3000 {
+		t.Fatalf("after claim, reservation holds %dm, want 3000m", got)
+	}
+	// The pod binds: the informer sees it with the annotation. The claim
+	// becomes an allocation; nothing changes in the cache.
+	f.store.observePod(allocated(p, r, "n1"), false)
+	if got := f.requestedCPU("n1"); got != 3000 {
+		t.Fatalf("after bind, reservation holds %dm, want 3000m", got)
+	}
+	if got := f.store.boundOwners(r.UID, "n1"); len(got) != 1 || got[0].pod.Name != "p" {
+		t.Fatalf("bound owners = %v", got)
+	}
+	// The owner goes away: its share returns to the reservation.
+	f.store.observePod(allocated(p, r, "n1"), true)
+	if got := f.requestedCPU("n1"); got != 4000 {
+		t.Fatalf("after the owner left, reservation holds %dm, want 4000m", got)
+	}
+}
+
+// A restarted scheduler sees pods and reservations in any order; the cache
+// must end up the same either way (no double counting, nothing lost).
+func TestRebuildIsOrderIndependent(t *testing.T) {
+	r := makeReservation("r1", "4", available("n1"), notOnce)
+	p := allocated(ownerPod("p", "1"), r, "n1")
+	want := int64(3000)
+
+	a := newFixture(t, node("n1", "8"))
+	a.store.upsert(r)
+	a.store.observePod(p, false)
+
+	b := newFixture(t, node("n1", "8"))
+	b.store.observePod(p, false)
+	b.store.upsert(r)
+
+	if got := a.requestedCPU("n1"); got != want {
+		t.Errorf("reservation first: reservation holds %dm, want %dm", got, want)
+	}
+	if got := b.requestedCPU("n1"); got != want {
+		t.Errorf("pod first: reservation holds %dm, want %dm", got, want)
+	}
+}
+
+func TestTerminalReservationReleasesCapacity(t *testing.T) {
+	for _, phase := range []schedv1alpha1.ReservationPhase{schedv1alpha1.ReservationSucceeded, schedv1alpha1.ReservationFailed} {
+		t.Run(string(phase), func(t *testing.T) {
+			f := newFixture(t, node("n1", "4"))
+			r := makeReservation("r1", "3", available("n1"))
+			f.store.upsert(r)
+			done := r.DeepCopy()
+			done.Status.Phase = phase
+			f.store.upsert(done)
+			if got := f.requestedCPU("n1"); got != 0 {
+				t.Errorf("%s reservation still holds %dm", phase, got)
+			}
+			if c := f.store.candidatesFor(ownerPod("p", "1")); len(c) != 0 {
+				t.Errorf("%s reservation is still offered to owners", phase)
+			}
+		})
+	}
+}
+
+// The scheduler assumes a reservation's pod when it places it; the
+// informer's Available update must confirm it, not add it twice.
+func TestAssumedReservationIsConfirmed(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "2")
+	f.store.upsert(r)
+	assumed := reservePod(r)
+	assumed.Spec.NodeName = "n1"
+	if err := f.cache.AssumePod(klog.Background(), assumed); err != nil {
+		t.Fatal(err)
+	}
+	f.store.upsert(makeReservation("r1", "2", available("n1")))
+	if got := f.requestedCPU("n1"); got != 2000 {
+		t.Fatalf("requested = %dm, want 2000m", got)
+	}
+	if isAssumed, _ := f.cache.IsAssumedPod(assumed); isAssumed {
+		t.Error("reservation is still only assumed after it became Available")
+	}
+	// Deleted while pending and assumed (bind in flight): the assumption is dropped.
+	g := newFixture(t, node("n1", "4"))
+	g.store.upsert(r)
+	if err := g.cache.AssumePod(klog.Background(), assumed.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	g.store.remove(r)
+	if got := g.requestedCPU("n1"); got != 0 {
+		t.Errorf("deleted in flight: %dm still held", got)
+	}
+}
+
+func TestFailedRequeuesOnlyPending(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	r := makeReservation("r1", "8")
+	f.store.upsert(r)
+	if _, ok := f.store.failed(r.UID, "0/1 nodes are available: 1 Insufficient cpu."); !ok {
+		t.Fatal("pending reservation not requeued")
+	}
+	if got := f.store.unschedulableMessage(r.UID); got != "0/1 nodes are available: 1 Insufficient cpu." {
+		t.Errorf("message = %q", got)
+	}
+	f.store.remove(r)
+	if _, ok := f.store.failed(r.UID, "x"); ok {
+		t.Error("a deleted reservation was requeued")
+	}
+}
