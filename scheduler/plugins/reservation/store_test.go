@@ -112,7 +112,7 @@ func (f *fixture) requestedCPU(node string) int64 {
 }
 
 func ownerPod(name, cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name(name).UID("pod-" + name).Label("app", "owner").
+	return st.MakePod().Namespace("ns").Name(name).UID("pod-"+name).Label("app", "owner").
 		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
 }
 
