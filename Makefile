@@ -12,7 +12,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit integration bench bench-e2e verify test clean update
+.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler verify test clean update
 
 all: build
 
@@ -48,6 +48,11 @@ bench: build
 ## bench-e2e: pod create latency with admission off / in-process / webhook, one run, ratios.
 bench-e2e: build
 	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook)'
+
+## bench-scheduler: upstream's scheduler_perf harness, upstream's default profile vs Gantry's, with and
+## without reservations, one run; prints pods/s and ratios (BENCH=<-bench regexp> to select workloads).
+bench-scheduler: build
+	hack/bench-scheduler.sh
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
