@@ -1,0 +1,5 @@
+package integration
+
+import "encoding/json"
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

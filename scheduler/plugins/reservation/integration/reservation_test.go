@@ -1,0 +1,378 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
+	resourcehelper "k8s.io/component-helpers/resource"
+	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/scheduler/app"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+)
+
+const schedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %q
+  qps: 200
+  burst: 400
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Reservation
+    score:
+      enabled:
+      - name: Reservation
+        weight: 10
+    bind:
+      disabled:
+      - name: "*"
+      enabled:
+      - name: Reservation
+      - name: DefaultBinder
+`
+
+type env struct {
+	t      *testing.T
+	dir    string
+	client kubernetes.Interface
+	gantry gantryclient.Interface
+}
+
+func setup(t *testing.T) *env {
+	cp := controlplane.Start(t)
+	root, err := cluster.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	gc, err := gantryclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, dir: t.TempDir(), client: cp.Client, gantry: gc}
+	kubeconfig := filepath.Join(e.dir, "kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cp.Config.Host, InsecureSkipTLSVerify: true}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{Token: cp.Config.BearerToken}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
+	kc.CurrentContext = "c"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "config.yaml"), fmt.Appendf(nil, schedulerConfig, kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		n := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Capacity(map[v1.ResourceName]string{
+			v1.ResourceCPU: "4", v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
+		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		created, err := e.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Admission taints new nodes not-ready; there is no node controller
+		// here to lift it.
+		created.Status = n.Status
+		if created, err = e.client.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		created.Spec.Taints = nil
+		if _, err := e.client.CoreV1().Nodes().Update(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+// runningScheduler is Gantry's kube-scheduler running in this process.
+type runningScheduler struct {
+	sched  *scheduler.Scheduler
+	ext    *frameworkext.Extender
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (e *env) startScheduler() *runningScheduler {
+	e.t.Helper()
+	configz.Delete("componentconfig") // registered again by each Run in this process
+	opts := options.NewOptions()
+	opts.ConfigFile = filepath.Join(e.dir, "config.yaml")
+	opts.SecureServing.BindPort = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	ext := frameworkext.New()
+	cc, sched, err := upstream.Setup(ctx, opts, app.Plugins(ext)...)
+	if err != nil {
+		cancel()
+		e.t.Fatalf("scheduler setup: %v", err)
+	}
+	if err := ext.Attach(sched); err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	rs := &runningScheduler{sched: sched, ext: ext, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rs.done)
+		_ = app.Run(ctx, cc, sched, ext)
+	}()
+	e.t.Cleanup(rs.stop)
+	return rs
+}
+
+func (rs *runningScheduler) stop() {
+	rs.cancel()
+	<-rs.done
+}
+
+func (e *env) reservation(name, cpu string, allocateOnce bool) *schedv1alpha1.Reservation {
+	return &schedv1alpha1.Reservation{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: schedv1alpha1.ReservationSpec{
+			Template: schedv1alpha1.ReservationTemplate{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}},
+			Owners: []schedv1alpha1.ReservationOwner{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "owner"}},
+				Namespace:     "default",
+			}},
+			AllocateOnce: &allocateOnce,
+		},
+	}
+}
+
+func ownerPod(name, cpu string) *v1.Pod {
+	return st.MakePod().Namespace("default").Name(name).Label("app", "owner").
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+}
+
+// expectedCPU is what the scheduler's cache must hold on each node, derived
+// from the API alone: bound pods, plus each Available reservation's template
+// less what its bound owners requested (nothing once an allocate-once
+// reservation has an owner).
+func (e *env) expectedCPU(ctx context.Context) (map[string]int64, error) {
+	want := map[string]int64{}
+	pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	used := map[string]int64{} // by reservation name
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		reqs := resourcehelper.PodRequests(&p, resourcehelper.PodResourcesOptions{})
+		req := reqs.Cpu().MilliValue()
+		want[p.Spec.NodeName] += req
+		if a := p.Annotations[schedv1alpha1.AnnotationAllocated]; a != "" {
+			var alloc schedv1alpha1.ReservationAllocation
+			if err := jsonUnmarshal(a, &alloc); err == nil {
+				used[alloc.Name] += req
+			}
+		}
+	}
+	rs, err := e.gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rs.Items {
+		if r.Status.Phase != schedv1alpha1.ReservationAvailable {
+			continue
+		}
+		if *r.Spec.AllocateOnce && (used[r.Name] > 0 || len(r.Status.CurrentOwners) > 0) {
+			continue
+		}
+		want[r.Status.NodeName] += max(0, r.Spec.Template.Requests.Cpu().MilliValue()-used[r.Name])
+	}
+	return want, nil
+}
+
+// cacheCPU is what the scheduler's cache holds on each node.
+func cacheCPU(rs *runningScheduler) map[string]int64 {
+	got := map[string]int64{}
+	for i := range 3 {
+		name := fmt.Sprintf("node-%d", i)
+		if ni, err := rs.sched.Cache.GetNode(name); err == nil {
+			if v := ni.GetRequested().GetMilliCPU(); v > 0 {
+				got[name] = v
+			}
+		}
+	}
+	return got
+}
+
+// settle waits until the scheduler's cache agrees with the API, and fails
+// the test with both views if it does not.
+func (e *env) settle(rs *runningScheduler, what string) {
+	e.t.Helper()
+	var want, got map[string]int64
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		w, err := e.expectedCPU(ctx)
+		if err != nil {
+			return false, nil
+		}
+		want, got = w, cacheCPU(rs)
+		return equalMaps(want, got), nil
+	})
+	if err != nil {
+		for i := range 3 {
+			if ni, err := rs.sched.Cache.GetNode(fmt.Sprintf("node-%d", i)); err == nil {
+				for _, p := range ni.GetPods() {
+					pod := p.GetPod()
+					e.t.Logf("node-%d holds %s/%s %s", i, pod.Namespace, pod.Name, pod.Spec.Containers[0].Resources.Requests.Cpu())
+				}
+			}
+		}
+		list, _ := e.gantry.SchedulingV1alpha1().Reservations().List(context.Background(), metav1.ListOptions{})
+		for _, r := range list.Items {
+			e.t.Logf("reservation %s: %s on %q owners %v", r.Name, r.Status.Phase, r.Status.NodeName, r.Status.CurrentOwners)
+		}
+		e.t.Fatalf("%s: scheduler cache (milli-CPU by node) %v, API says %v", what, got, want)
+	}
+}
+
+func equalMaps(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestNoLeakUnderChurnAndRestart: 40 reservations for 24 slots, deletes of
+// reservations while they are being placed and consumed, owner pods taking
+// them, then a scheduler restart. After each phase, the scheduler's
+// accounting must equal what the API implies.
+func TestNoLeakUnderChurnAndRestart(t *testing.T) {
+	e := setup(t)
+	ctx := context.Background()
+	rs := e.startScheduler()
+	rsv := e.gantry.SchedulingV1alpha1().Reservations()
+	rng := rand.New(rand.NewPCG(1, 2))
+
+	for i := range 40 {
+		if _, err := rsv.Create(ctx, e.reservation(fmt.Sprintf("r-%02d", i), "500m", i%4 != 0), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Delete some right away: they may be queued, in a scheduling
+		// cycle or binding when the delete lands.
+		if rng.IntN(4) == 0 {
+			if err := rsv.Delete(ctx, fmt.Sprintf("r-%02d", i), metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := rsv.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		available := 0
+		for _, r := range list.Items {
+			if r.Status.Phase == schedv1alpha1.ReservationAvailable {
+				available++
+			}
+		}
+		// 3 nodes of 4 CPU hold 24 reservations of 500m.
+		return available == min(24, len(list.Items)), nil
+	}); err != nil {
+		t.Fatalf("reservations not placed: %v", err)
+	}
+	e.settle(rs, "after creating and deleting reservations")
+
+	// Owner pods take reservations while more reservations are deleted.
+	for i := range 12 {
+		if _, err := e.client.CoreV1().Pods("default").Create(ctx, ownerPod(fmt.Sprintf("owner-%02d", i), "300m"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 {
+			if err := rsv.Delete(ctx, fmt.Sprintf("r-%02d", 39-i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		pods, _ := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == "" {
+				t.Logf("pending %s: %+v", p.Name, p.Status.Conditions)
+			}
+		}
+		t.Fatalf("owner pods not all scheduled: %v; cache %v", err, cacheCPU(rs))
+	}
+	e.settle(rs, "after owners bound")
+
+	allocated := 0
+	pods, _ := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		if p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+			allocated++
+		}
+	}
+	if allocated == 0 {
+		t.Fatal("no owner pod was placed in a reservation: the test exercised nothing")
+	}
+	t.Logf("%d of %d owner pods placed in reservations", allocated, len(pods.Items))
+
+	// Restart: a new scheduler rebuilds everything from the API.
+	before := cacheCPU(rs)
+	rs.stop()
+	rs = e.startScheduler()
+	e.settle(rs, "after restart")
+	if after := cacheCPU(rs); !equalMaps(before, after) {
+		t.Errorf("restart changed the accounting: before %v, after %v", before, after)
+	}
+
+	// Deleting every reservation releases everything they held.
+	list, _ := rsv.List(ctx, metav1.ListOptions{})
+	for _, r := range list.Items {
+		_ = rsv.Delete(ctx, r.Name, metav1.DeleteOptions{})
+	}
+	e.settle(rs, "after deleting every reservation")
+}
