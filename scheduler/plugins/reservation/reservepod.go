@@ -6,6 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
@@ -38,6 +39,9 @@ func reservePod(r *schedv1alpha1.Reservation) *v1.Pod {
 			Tolerations:   t.Tolerations,
 			SchedulerName: t.SchedulerName,
 			Priority:      t.Priority,
+			// A pending reservation waits for capacity; it does not evict
+			// running pods to get it.
+			PreemptionPolicy: ptr.To(v1.PreemptNever),
 			Containers: []v1.Container{{
 				Name:      "reserved",
 				Resources: v1.ResourceRequirements{Requests: t.Requests},

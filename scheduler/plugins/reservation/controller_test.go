@@ -1,0 +1,151 @@
+package reservation
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
+	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+func TestStatusController(t *testing.T) {
+	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
+	created := metav1.NewTime(now.Add(-time.Hour))
+	ttl := func(d time.Duration) resvOpt {
+		return func(r *schedv1alpha1.Reservation) {
+			r.CreationTimestamp = created
+			r.Spec.TTL = &metav1.Duration{Duration: d}
+		}
+	}
+	terminal := func(phase schedv1alpha1.ReservationPhase, since time.Duration) resvOpt {
+		return func(r *schedv1alpha1.Reservation) {
+			r.Status.Phase = phase
+			r.Status.Conditions = []metav1.Condition{{Type: schedv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+				Reason: schedv1alpha1.ReasonExpired, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
+		}
+	}
+	owner := allocated(ownerPod("p", "5"), makeReservation("r", "2"), "n1")
+	owner.UID = "pod-p"
+
+	tests := map[string]struct {
+		r           *schedv1alpha1.Reservation
+		pods        []*v1.Pod
+		unsched     string
+		wantPhase   schedv1alpha1.ReservationPhase
+		wantReason  string // of the Ready condition, or Scheduled for pending
+		wantOwners  int
+		wantCPU     string
+		wantDeleted bool
+		wantAgain   time.Duration
+	}{
+		"pending past its ttl expires": {
+			r: makeReservation("r", "2", ttl(30*time.Minute)), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonExpired,
+			wantAgain: DefaultTerminalReservationTTL,
+		},
+		"pending before its ttl waits for it": {
+			r: makeReservation("r", "2", ttl(90*time.Minute)), wantPhase: schedv1alpha1.ReservationPending, wantReason: "Pending",
+			wantAgain: 30 * time.Minute,
+		},
+		"unschedulable pending says why": {
+			r: makeReservation("r", "2"), unsched: "0/1 nodes are available: 1 Insufficient cpu.",
+			wantPhase: schedv1alpha1.ReservationPending, wantReason: schedv1alpha1.ReasonUnschedulable,
+		},
+		"available on a deleted node fails": {
+			r: makeReservation("r", "2", available("gone")), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonNodeDeleted,
+			wantAgain: DefaultTerminalReservationTTL,
+		},
+		"allocate once with a bound owner succeeds": {
+			r: makeReservation("r", "2", available("n1")), pods: []*v1.Pod{owner},
+			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
+			wantAgain: DefaultTerminalReservationTTL,
+		},
+		"shared with a bound owner stays available": {
+			r: makeReservation("r", "2", available("n1"), notOnce), pods: []*v1.Pod{owner},
+			wantPhase: schedv1alpha1.ReservationAvailable, wantOwners: 1, wantCPU: "2",
+		},
+		"terminal past the gc delay is deleted": {
+			r: makeReservation("r", "2", terminal(schedv1alpha1.ReservationFailed, 11*time.Minute)), wantDeleted: true,
+		},
+		"terminal before the gc delay is kept": {
+			r: makeReservation("r", "2", terminal(schedv1alpha1.ReservationSucceeded, 4*time.Minute)),
+			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonExpired, wantAgain: 6 * time.Minute,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			logger, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			gc := gantryfake.NewSimpleClientset(tc.r)
+			kc := k8sfake.NewSimpleClientset(node("n1", "8"))
+			gi := gantryinformers.NewSharedInformerFactory(gc, 0)
+			ki := informers.NewSharedInformerFactory(kc, 0)
+			rl, nl := gi.Scheduling().V1alpha1().Reservations().Lister(), ki.Core().V1().Nodes().Lister()
+			gi.Start(ctx.Done())
+			ki.Start(ctx.Done())
+			gi.WaitForCacheSync(ctx.Done())
+			ki.WaitForCacheSync(ctx.Done())
+
+			s := newStore(logger)
+			s.upsert(tc.r)
+			for _, p := range tc.pods {
+				s.observePod(p, false)
+			}
+			if tc.unsched != "" {
+				s.failed(tc.r.UID, tc.unsched)
+			}
+			c := &statusController{client: gc, reservation: rl, nodes: nl, store: s,
+				clock: clocktesting.NewFakeClock(now), terminalTTL: DefaultTerminalReservationTTL}
+
+			again, err := c.reconcile(ctx, tc.r.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again != tc.wantAgain {
+				t.Errorf("look again after %v, want %v", again, tc.wantAgain)
+			}
+			got, err := gc.SchedulingV1alpha1().Reservations().Get(ctx, tc.r.Name, metav1.GetOptions{})
+			if tc.wantDeleted {
+				if !apierrors.IsNotFound(err) {
+					t.Fatalf("not deleted: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.Phase != tc.wantPhase {
+				t.Errorf("phase %q, want %q", got.Status.Phase, tc.wantPhase)
+			}
+			condType := schedv1alpha1.ConditionReady
+			if tc.wantPhase == schedv1alpha1.ReservationPending {
+				condType = schedv1alpha1.ConditionScheduled
+			}
+			if cond := meta.FindStatusCondition(got.Status.Conditions, condType); tc.wantReason != "" && (cond == nil || cond.Reason != tc.wantReason) {
+				t.Errorf("%s condition %+v, want reason %s", condType, cond, tc.wantReason)
+			} else if tc.unsched != "" && cond.Message != tc.unsched {
+				t.Errorf("message %q, want the scheduler's %q", cond.Message, tc.unsched)
+			}
+			if len(got.Status.CurrentOwners) != tc.wantOwners {
+				t.Errorf("current owners %v, want %d", got.Status.CurrentOwners, tc.wantOwners)
+			}
+			if tc.wantCPU != "" {
+				// The owner asked for 5 CPU; only the 2 it holds count as allocated from it.
+				if q := got.Status.Allocated[v1.ResourceCPU]; q.String() != tc.wantCPU {
+					t.Errorf("allocated cpu %s, want %s", q.String(), tc.wantCPU)
+				}
+			}
+		})
+	}
+}
