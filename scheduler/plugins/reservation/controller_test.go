@@ -78,7 +78,7 @@ func TestStatusController(t *testing.T) {
 			r: makeReservation("r", "2", terminal(schedv1alpha1.ReservationFailed, 11*time.Minute)), wantDeleted: true,
 		},
 		"terminal before the gc delay is kept": {
-			r: makeReservation("r", "2", terminal(schedv1alpha1.ReservationSucceeded, 4*time.Minute)),
+			r:         makeReservation("r", "2", terminal(schedv1alpha1.ReservationSucceeded, 4*time.Minute)),
 			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonExpired, wantAgain: 6 * time.Minute,
 		},
 	}
