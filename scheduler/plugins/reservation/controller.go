@@ -187,6 +187,13 @@ func (c *statusController) reconcile(ctx context.Context, name string) (time.Dur
 	if apierrors.IsNotFound(err) {
 		return 0, nil
 	}
+	if err == nil && want.Status.Phase != r.Status.Phase {
+		reason := ""
+		if cond := meta.FindStatusCondition(want.Status.Conditions, schedv1alpha1.ConditionReady); cond != nil {
+			reason = cond.Reason
+		}
+		transitions.WithLabelValues(string(want.Status.Phase), reason).Inc()
+	}
 	return again, err
 }
 

@@ -193,6 +193,7 @@ func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 	if _, err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metaPatchOptions); err != nil {
 		return fwk.AsStatus(fmt.Errorf("recording reservation %s on pod: %w", cs.claimed.name, err))
 	}
+	allocations.Inc()
 	return nil
 }
 

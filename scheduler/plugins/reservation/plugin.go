@@ -69,6 +69,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if !ok {
 		return nil, fmt.Errorf("%s needs Gantry's extended handle: register it through frameworkext", Name)
 	}
+	registerMetrics()
 	args, err := DecodeArgs(obj)
 	if err != nil {
 		return nil, err

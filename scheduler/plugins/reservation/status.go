@@ -42,8 +42,11 @@ func (pl *Plugin) bindReservation(ctx context.Context, pod *v1.Pod, node string)
 			fmt.Sprintf("placed on node %s", node))
 		setCondition(r, schedv1alpha1.ConditionReady, metav1.ConditionTrue, schedv1alpha1.ReasonAvailable,
 			"capacity is held for the reservation's owners")
-		_, err := client.UpdateStatus(ctx, r, metav1.UpdateOptions{FieldManager: "gantry-scheduler"})
-		return err
+		if _, err := client.UpdateStatus(ctx, r, metav1.UpdateOptions{FieldManager: "gantry-scheduler"}); err != nil {
+			return err
+		}
+		transitions.WithLabelValues(string(schedv1alpha1.ReservationAvailable), schedv1alpha1.ReasonScheduled).Inc()
+		return nil
 	})
 }
 

@@ -135,7 +135,10 @@ func (s *store) upsert(r *schedv1alpha1.Reservation) {
 	if e == nil {
 		e = &entry{pending: map[types.UID]allocation{}}
 		s.entries[r.UID] = e
+	} else {
+		reservationsByPhase.WithLabelValues(string(e.phase())).Dec()
 	}
+	defer func() { reservationsByPhase.WithLabelValues(string(e.phase())).Inc() }()
 	if e.r == nil || e.r.Generation != r.Generation {
 		owners, err := compileOwners(r.Spec.Owners)
 		if err != nil {
@@ -164,6 +167,7 @@ func (s *store) remove(r *schedv1alpha1.Reservation) {
 		return
 	}
 	delete(s.entries, r.UID)
+	reservationsByPhase.WithLabelValues(string(e.phase())).Dec()
 	if e.indexed {
 		s.unindex(e)
 	}

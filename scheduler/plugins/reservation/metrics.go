@@ -1,0 +1,38 @@
+package reservation
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "gantry_reservation"
+
+var (
+	reservationsByPhase = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "reservations",
+		Help:           "Reservations known to the scheduler, by phase.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"phase"})
+	transitions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "transitions_total",
+		Help:           "Reservation phase changes written by the scheduler, by new phase and reason.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"phase", "reason"})
+	allocations = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "allocations_total",
+		Help:           "Owner pods placed in a reservation (claims that reached PreBind).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(reservationsByPhase, transitions, allocations)
+	})
+}
