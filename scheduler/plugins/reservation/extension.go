@@ -16,6 +16,7 @@ import (
 // cycleState is what PreFilter learns about an owner pod: the reservations
 // it may use, by node, and, per node, the one the filter hook chose.
 type cycleState struct {
+	requests   v1.ResourceList
 	candidates map[string][]candidate
 	// chosen is written by the filter hook (nodes are filtered in parallel).
 	chosen *chosenMap
@@ -43,7 +44,7 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	if len(cands) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(stateKey, &cycleState{candidates: cands, chosen: newChosenMap()})
+	state.Write(stateKey, &cycleState{requests: podRequests(pod), candidates: cands, chosen: newChosenMap()})
 	return nil, nil
 }
 
@@ -65,7 +66,7 @@ func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	if len(cands) == 0 {
 		return nil, nil, false, nil
 	}
-	c := choose(cands, pod)
+	c := choose(cands, cs.requests)
 	adjusted := ni.Snapshot()
 	if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
 		// The snapshot predates the reservation's arrival in the cache:
@@ -76,8 +77,7 @@ func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	return pod, adjusted, true, nil
 }
 
-func choose(cands []candidate, pod *v1.Pod) *candidate {
-	req := podRequests(pod)
+func choose(cands []candidate, req v1.ResourceList) *candidate {
 	for i := range cands {
 		if fits(req, cands[i].remaining) {
 			return &cands[i]
@@ -129,7 +129,7 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni
 	if !ok {
 		return 0, nil
 	}
-	if fits(podRequests(pod), c.remaining) {
+	if fits(cs.requests, c.remaining) {
 		return fwk.MaxNodeScore, nil
 	}
 	return fwk.MaxNodeScore / 2, nil
@@ -217,7 +217,7 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // SignPod lets pods that own no reservation be batched (their results do not
 // depend on this plugin); owners and reservations are not batched.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if isReservePod(pod) || len(pl.store.candidatesFor(pod)) > 0 {
+	if isReservePod(pod) || pl.store.ownsAny(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pod uses reservations")
 	}
 	return nil, nil

@@ -56,6 +56,9 @@ type entry struct {
 	pending map[types.UID]allocation
 	queued  bool // the reserve pod was handed to the scheduling queue
 	indexed bool // in byNode and the owner index: owners may use it
+	// live is what an indexed reservation holds for its owners, as the
+	// scheduler's cache has it; read-only once set (owners' cycles share it).
+	live *v1.Pod
 	// unschedulable is the last scheduling failure, for the status controller.
 	unschedulable string
 }
@@ -206,12 +209,16 @@ func (s *store) reconcile(e *entry) {
 	}
 	switch {
 	case live:
-		s.cachePut(cachedReservePod(e.pod, e.r.Status.NodeName, s.remaining(e)))
+		e.live = cachedReservePod(e.pod, e.r.Status.NodeName, s.remaining(e))
+		s.cachePut(e.live)
 	case phase == schedv1alpha1.ReservationPending:
 		// While pending, the scheduler owns the reserve pod in its cache (it
 		// assumes it when it picks a node, and forgets it if binding fails).
 	default:
 		s.uncache(e.pod)
+	}
+	if !live {
+		e.live = nil
 	}
 }
 
@@ -412,29 +419,40 @@ type candidate struct {
 }
 
 // candidatesFor returns, by node, the reservations pod owns that owners can
-// use, each node's list ordered by name.
+// use, each node's list ordered by name. Nothing is copied: a candidate
+// shares the entry's read-only live pod.
 func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var out map[string][]candidate
 	s.owners.lookup(pod, func(e *entry) {
-		if !e.indexed {
+		if !e.indexed || e.live == nil {
 			return
 		}
 		if out == nil {
 			out = map[string][]candidate{}
 		}
 		node := e.r.Status.NodeName
-		rem := s.remaining(e)
 		out[node] = append(out[node], candidate{
-			uid: e.r.UID, name: e.r.Name, node: node, remaining: rem,
-			cached: cachedReservePod(e.pod, node, rem),
+			uid: e.r.UID, name: e.r.Name, node: node,
+			remaining: e.live.Spec.Containers[0].Resources.Requests, cached: e.live,
 		})
 	})
 	for _, cs := range out {
-		sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+		if len(cs) > 1 {
+			sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+		}
 	}
 	return out
+}
+
+// ownsAny reports whether pod owns a reservation it could use now.
+func (s *store) ownsAny(pod *v1.Pod) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	found := false
+	s.owners.lookup(pod, func(e *entry) { found = found || (e.indexed && e.live != nil) })
+	return found
 }
 
 // claim records, in a scheduling cycle, that pod takes reservation uid on
