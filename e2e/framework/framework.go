@@ -50,7 +50,7 @@ func NewFramework(baseName string) *Framework {
 
 func (f *Framework) teardown(ctx ginkgo.SpecContext) {
 	if ginkgo.CurrentSpecReport().Failed() {
-		dir := filepath.Join(TestContext.Artifacts, sanitize(ginkgo.CurrentSpecReport().FullText()))
+		dir := SpecArtifacts()
 		if err := DumpNamespace(ctx, f.Client, f.Namespace, dir); err != nil {
 			ginkgo.GinkgoWriter.Printf("dumping namespace %s: %v\n", f.Namespace, err)
 		} else {
@@ -59,6 +59,12 @@ func (f *Framework) teardown(ctx ginkgo.SpecContext) {
 	}
 	err := f.Client.CoreV1().Namespaces().Delete(ctx, f.Namespace, metav1.DeleteOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting namespace %s", f.Namespace)
+}
+
+// SpecArtifacts is the directory where the current spec's failure artifacts
+// go (the namespace dump, and whatever else a suite writes there).
+func SpecArtifacts() string {
+	return filepath.Join(TestContext.Artifacts, sanitize(ginkgo.CurrentSpecReport().FullText()))
 }
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

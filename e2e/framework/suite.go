@@ -25,7 +25,7 @@ var (
 	kubeconfigFlag = flag.String("kubeconfig", os.Getenv("KUBECONFIG"),
 		"cluster to test; empty brings up a local cluster for the suite and removes it after")
 	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
-	nodesFlag     = flag.Int("nodes", 9, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type)")
+	nodesFlag     = flag.Int("nodes", defaultNodes, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type; a suite may choose its own with WithNodes, which this flag overrides when given)")
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
 )
 
@@ -34,7 +34,12 @@ const (
 	LabelSmoke          = "smoke"
 	LabelNarrowing      = "narrowing"
 	LabelMetadataPolicy = "metadatapolicy"
+	LabelReservation    = "reservation"
 )
+
+// defaultNodes is the node count of a suite's cluster unless the suite or
+// --nodes says otherwise.
+const defaultNodes = 9
 
 // Context is what specs share: the cluster and its clients.
 type Context struct {
@@ -68,6 +73,7 @@ type SuiteOption func(*suiteOptions)
 type suiteOptions struct {
 	clusterName   string
 	apiserverArgs []string
+	nodes         int
 	setup         func(ctx context.Context) error
 }
 
@@ -76,6 +82,13 @@ type suiteOptions struct {
 // configured control plane.
 func WithCluster(name string, apiserverArgs ...string) SuiteOption {
 	return func(o *suiteOptions) { o.clusterName, o.apiserverArgs = name, apiserverArgs }
+}
+
+// WithNodes gives the suite's local cluster n kwok nodes (the first n of
+// the topology of kind/pkg/nodes) instead of the default 9; an explicit
+// --nodes wins. It has no effect on a cluster given by --kubeconfig.
+func WithNodes(n int) SuiteOption {
+	return func(o *suiteOptions) { o.nodes = n }
 }
 
 // WithSetup runs setup once (on ginkgo process 1) after the cluster is up
@@ -178,7 +191,7 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		Root:          root,
 		Name:          so.clusterName,
 		APIServerArgs: so.apiserverArgs,
-		Nodes:         *nodesFlag,
+		Nodes:         suiteNodes(so),
 		Retain:        *retainFlag,
 		Timeout:       3 * time.Minute,
 		Out:           ginkgo.GinkgoWriter,
@@ -189,6 +202,17 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		o.KubeconfigPath = filepath.Join(root, "_output", "kubeconfig-"+so.clusterName)
 	}
 	return cluster.New(o)
+}
+
+// suiteNodes is the node count of the suite's cluster: --nodes if given,
+// else the suite's WithNodes, else the default.
+func suiteNodes(so *suiteOptions) int {
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "nodes" })
+	if !explicit && so.nodes > 0 {
+		return so.nodes
+	}
+	return *nodesFlag
 }
 
 func artifactsDir(root string) string {

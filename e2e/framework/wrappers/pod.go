@@ -4,6 +4,7 @@ package wrappers
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -75,4 +76,36 @@ func Req(key string, op corev1.NodeSelectorOperator, values ...string) corev1.No
 // In is a label In requirement.
 func In(key string, values ...string) corev1.NodeSelectorRequirement {
 	return Req(key, corev1.NodeSelectorOpIn, values...)
+}
+
+// Requests sets the requests of the pod's container, e.g.
+// Requests("cpu", "500m", "memory", "1Gi").
+func (p *PodWrapper) Requests(nameValues ...string) *PodWrapper {
+	p.Spec.Containers[0].Resources.Requests = ResourceList(nameValues...)
+	return p
+}
+
+// OnNode sets a required node affinity to the node of that hostname (the
+// scheduler still decides whether the pod fits there, unlike spec.nodeName).
+func (p *PodWrapper) OnNode(node string) *PodWrapper {
+	return p.RequiredTerms(Term(In(corev1.LabelHostname, node)))
+}
+
+// NoGrace makes the pod go away at once when deleted.
+func (p *PodWrapper) NoGrace() *PodWrapper {
+	var zero int64
+	p.Spec.TerminationGracePeriodSeconds = &zero
+	return p
+}
+
+// ResourceList parses name, quantity pairs.
+func ResourceList(nameValues ...string) corev1.ResourceList {
+	if len(nameValues)%2 != 0 {
+		panic("ResourceList takes name, quantity pairs")
+	}
+	l := corev1.ResourceList{}
+	for i := 0; i < len(nameValues); i += 2 {
+		l[corev1.ResourceName(nameValues[i])] = resource.MustParse(nameValues[i+1])
+	}
+	return l
 }

@@ -38,6 +38,11 @@ func readState(state fwk.CycleState) *cycleState {
 // reservations themselves) skip the plugin for the rest of the cycle.
 func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if isReservePod(pod) {
+		// A pending reservation waits for capacity: no PostFilter (upstream
+		// preemption) runs for it, which would also look it up as a pod.
+		if cs, ok := state.(interface{ SetSkipAllPostFilterPlugins(bool) }); ok {
+			cs.SetSkipAllPostFilterPlugins(true)
+		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	cands := pl.store.candidatesFor(pod)

@@ -90,6 +90,9 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 		if _, _, ok, _ := pl.BeforeFilter(ctx, state, p, f.nodeInfo("n1")); ok {
 			t.Errorf("%s: BeforeFilter changed the node", name)
 		}
+		if got, want := state.ShouldSkipAllPostFilterPlugins(), name == "reservation"; got != want {
+			t.Errorf("%s: PostFilter (preemption) skipped = %v, want %v", name, got, want)
+		}
 		if st := pl.PreScore(ctx, state, p, nil); st.Code() != fwk.Skip {
 			t.Errorf("%s: PreScore = %v, want Skip", name, st)
 		}

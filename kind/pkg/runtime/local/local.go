@@ -169,6 +169,15 @@ func (r *Runtime) Create(ctx context.Context) error {
 	for _, a := range r.o.APIServerArgs {
 		args = append(args, "--extra-args", "kube-apiserver="+a)
 	}
+	// kwokctl gives kube-scheduler no client CA and no delegated
+	// authorization: every request to its secure port is anonymous, and only
+	// the always-allowed paths (/metrics, health) are served. With the
+	// cluster's CA and kubeconfig, the admin certificate is authenticated and
+	// authorized (by kube-apiserver, as a non-resource URL), so /apis/v1/...
+	// and /debug/flags/... work as on a real cluster.
+	args = append(args,
+		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
+		"--extra-args", "kube-scheduler=authorization-kubeconfig="+filepath.Join(r.clusterDir(), "kubeconfig.yaml"))
 	if err := r.kwokctl(ctx, args...); err != nil {
 		return err
 	}
@@ -237,7 +246,10 @@ func (r *Runtime) ExportLogs(ctx context.Context, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	return r.kwokctl(ctx, "export", "logs", dir)
+	if err := r.kwokctl(ctx, "export", "logs", dir); err != nil {
+		return err
+	}
+	return r.exportKeptLogs(dir)
 }
 
 // kwokctl runs kwokctl on this cluster. Its output is kept and shown only when

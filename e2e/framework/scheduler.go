@@ -1,0 +1,114 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+)
+
+// SchedulerComponent is kube-scheduler's component name in the local runtime.
+const SchedulerComponent = "kube-scheduler"
+
+// GantryClient returns a clientset of Gantry's API groups for the suite's
+// cluster. It speaks JSON: custom resources are not served as protobuf.
+func GantryClient() (gantryclient.Interface, error) {
+	cfg := rest.CopyConfig(TestContext.Config)
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	return gantryclient.NewForConfig(cfg)
+}
+
+// RequireLocal returns the local cluster handle, and skips the spec, saying
+// why it needs one, when the suite tests a cluster it cannot reach into
+// (component endpoints, logs, restarts).
+func RequireLocal(why string) *cluster.Cluster {
+	if TestContext.Local == nil {
+		ginkgo.Skip("needs a cluster made by Gantry's cluster program: " + why)
+	}
+	return TestContext.Local
+}
+
+// SchedulerGetJSON GETs path on kube-scheduler's secure port, with the
+// credentials its metrics are scraped with, and decodes the JSON answer
+// into out. An answer other than 2xx is a *cluster.ComponentHTTPError.
+func SchedulerGetJSON(ctx context.Context, path string, out any) error {
+	body, err := RequireLocal("it calls kube-scheduler's endpoints").ComponentGet(ctx, SchedulerComponent, path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding the answer to GET %s: %w\n%s", path, err, body)
+	}
+	return nil
+}
+
+// SchedulerPut PUTs body to path on kube-scheduler's secure port and
+// returns the answer.
+func SchedulerPut(ctx context.Context, path, body string) (string, error) {
+	out, err := RequireLocal("it calls kube-scheduler's endpoints").ComponentPut(ctx, SchedulerComponent, path, []byte(body))
+	return string(out), err
+}
+
+// ComponentLog returns the log of the running process of a control-plane
+// component (a restart starts a new one).
+func ComponentLog(component string) (string, error) {
+	return RequireLocal("it reads component logs").Runtime().LogTail(component, math.MaxInt)
+}
+
+// SchedulerLeader returns the holder of kube-scheduler's leader lease, ""
+// when nobody holds it.
+func SchedulerLeader(ctx context.Context) (string, error) {
+	lease, err := TestContext.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *lease.Spec.HolderIdentity, nil
+}
+
+// RestartScheduler stops kube-scheduler with sig (SIGTERM: a graceful
+// shutdown that releases the leader lease; SIGKILL: a crash, after which
+// the new process waits for the lease to expire), starts it again, and
+// waits until the new process holds the lease and is ready. It returns the
+// new lease holder.
+func RestartScheduler(ctx context.Context, sig syscall.Signal) string {
+	c := RequireLocal("it restarts kube-scheduler")
+	before, err := SchedulerLeader(ctx)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "reading kube-scheduler's lease")
+	start := time.Now()
+	gomega.Expect(c.RestartComponent(ctx, SchedulerComponent, sig)).To(gomega.Succeed())
+	var after string
+	Eventually(ctx, func(g gomega.Gomega) {
+		var err error
+		after, err = SchedulerLeader(ctx)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(after).NotTo(gomega.BeEmpty(), "nobody holds the lease")
+		g.Expect(after).NotTo(gomega.Equal(before), "the stopped process still holds the lease")
+	}).Should(gomega.Succeed(), "the restarted kube-scheduler did not take the leader lease")
+	Eventually(ctx, func() error {
+		body, err := c.ComponentGet(ctx, SchedulerComponent, "/readyz")
+		if err == nil && strings.TrimSpace(string(body)) != "ok" {
+			err = fmt.Errorf("/readyz: %s", body)
+		}
+		return err
+	}).Should(gomega.Succeed(), "the restarted kube-scheduler is not ready")
+	ginkgo.GinkgoWriter.Printf("kube-scheduler restarted with %s and leading again after %s (lease holder %s)\n",
+		sig, time.Since(start).Round(100*time.Millisecond), after)
+	return after
+}

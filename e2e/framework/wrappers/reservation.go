@@ -1,0 +1,80 @@
+package wrappers
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// ReservationWrapper wraps a Reservation.
+type ReservationWrapper struct{ schedv1alpha1.Reservation }
+
+// MakeReservation returns a reservation of requests (name, quantity pairs)
+// with no owners yet.
+func MakeReservation(name string, requests ...string) *ReservationWrapper {
+	return &ReservationWrapper{schedv1alpha1.Reservation{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: schedv1alpha1.ReservationSpec{
+			Template: schedv1alpha1.ReservationTemplate{Requests: ResourceList(requests...)},
+		},
+	}}
+}
+
+// Obj returns the reservation.
+func (r *ReservationWrapper) Obj() *schedv1alpha1.Reservation { return &r.Reservation }
+
+// Label sets a label.
+func (r *ReservationWrapper) Label(k, v string) *ReservationWrapper {
+	if r.Labels == nil {
+		r.Labels = map[string]string{}
+	}
+	r.Labels[k] = v
+	return r
+}
+
+// NodeName pins the reservation to a node.
+func (r *ReservationWrapper) NodeName(node string) *ReservationWrapper {
+	r.Spec.Template.NodeName = node
+	return r
+}
+
+// OwnerLabels adds an owner: the pods of namespace with these labels.
+func (r *ReservationWrapper) OwnerLabels(namespace string, labels map[string]string) *ReservationWrapper {
+	r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+		Namespace:     namespace,
+	})
+	return r
+}
+
+// OwnerPod adds an owner: one pod by namespace and name.
+func (r *ReservationWrapper) OwnerPod(namespace, name string) *ReservationWrapper {
+	r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
+		Object: &schedv1alpha1.OwnerReference{Namespace: namespace, Name: name},
+	})
+	return r
+}
+
+// OwnerController adds an owner: the pods whose controller is kind/name in
+// namespace.
+func (r *ReservationWrapper) OwnerController(namespace, apiVersion, kind, name string) *ReservationWrapper {
+	r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
+		Controller: &schedv1alpha1.OwnerReference{Namespace: namespace, APIVersion: apiVersion, Kind: kind, Name: name},
+	})
+	return r
+}
+
+// TTL sets how long the reservation lives after creation.
+func (r *ReservationWrapper) TTL(d time.Duration) *ReservationWrapper {
+	r.Spec.TTL = &metav1.Duration{Duration: d}
+	return r
+}
+
+// AllocateOnce sets spec.allocateOnce.
+func (r *ReservationWrapper) AllocateOnce(once bool) *ReservationWrapper {
+	r.Spec.AllocateOnce = ptr.To(once)
+	return r
+}
