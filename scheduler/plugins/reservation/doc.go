@@ -9,9 +9,10 @@
 // cache as a pod holding what its owners have not taken, so every plugin
 // counts it as used. An owner pod gets, from the filter hook, a copy of the
 // node without its reservation, scores higher there, and on Reserve claims
-// it; PreBind records the allocation on the pod (annotation
-// scheduling.gantry.dev/reservation-allocated), and that annotation on bound
-// pods is where every scheduler instance rebuilds allocations from.
+// it; its Bind binds the pod with the allocation in the Binding's annotations
+// (scheduling.gantry.dev/reservation-allocated), set on the pod in the same
+// write as its node, and that annotation on bound pods is where every
+// scheduler instance rebuilds allocations from.
 //
 // The status controller (leader only) writes phase, conditions, owners and
 // allocation, expires reservations, fails those whose node is deleted, and

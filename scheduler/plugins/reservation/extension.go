@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -169,48 +169,45 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	}
 }
 
-// PreBindPreFlight: only owner pods placed in a reservation have PreBind work.
-func (pl *Plugin) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if cs := readState(state); cs != nil && cs.claimed != nil {
-		return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+// Bind binds reservations: it records the node in the reservation's status
+// and makes it Available. An owner pod placed in a reservation is bound here
+// too, with the allocation in the Binding's annotations, which kube-apiserver
+// copies onto the pod in the same write that sets its node: the annotation
+// is the durable record from which any scheduler rebuilds its accounting,
+// and no pod is bound without it or carries it unbound. Other pods are left
+// to the next binder.
+func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	if isReservePod(pod) {
+		if err := pl.bindReservation(ctx, pod, node); err != nil {
+			return fwk.AsStatus(err)
+		}
+		return nil
 	}
-	return nil, fwk.NewStatus(fwk.Skip)
-}
-
-// PreBind records the allocation on the owner pod before it is bound: the
-// annotation is the durable record from which any scheduler rebuilds its
-// accounting, so an allocation can never outlive, or be lost by, a crash.
-func (pl *Plugin) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	cs := readState(state)
 	if cs == nil || cs.claimed == nil {
-		return nil
+		return fwk.NewStatus(fwk.Skip)
 	}
 	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid})
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"annotations": map[string]string{schedv1alpha1.AnnotationAllocated: string(value)},
-	}})
-	if err != nil {
-		return fwk.AsStatus(err)
+	binding := &v1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			Annotations: map[string]string{schedv1alpha1.AnnotationAllocated: string(value)}},
+		Target: v1.ObjectReference{Kind: "Node", Name: node},
 	}
-	if _, err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metaPatchOptions); err != nil {
-		return fwk.AsStatus(fmt.Errorf("recording reservation %s on pod: %w", cs.claimed.name, err))
+	if cacher := pl.handle.APICacher(); cacher != nil {
+		onFinish, err := cacher.BindPod(binding)
+		if err == nil {
+			err = cacher.WaitOnFinish(ctx, onFinish)
+		}
+		if err != nil {
+			return fwk.AsStatus(fmt.Errorf("binding pod into reservation %s: %w", cs.claimed.name, err))
+		}
+	} else if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(fmt.Errorf("binding pod into reservation %s: %w", cs.claimed.name, err))
 	}
 	allocations.Inc()
-	return nil
-}
-
-// Bind binds reservations: it records the node in the reservation's status
-// and makes it Available. Real pods are left to the next binder.
-func (pl *Plugin) Bind(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	if !isReservePod(pod) {
-		return fwk.NewStatus(fwk.Skip)
-	}
-	if err := pl.bindReservation(ctx, pod, node); err != nil {
-		return fwk.AsStatus(err)
-	}
 	return nil
 }
 
@@ -219,11 +216,18 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 	return nil, nil
 }
 
-// SignPod lets pods that own no reservation be batched (their results do not
-// depend on this plugin); owners and reservations are not batched.
+// SignPod lets pods be batched (KEP-5598) when they own the same
+// reservations: the set's name is part of the signature, so the scheduler
+// reuses a cycle's results only for pods whose reservations are the same.
+// A hinted node is still filtered with the filter hook, so a batched owner
+// gets the same capacity check and claim as any other. Reservations
+// themselves are not batched.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if isReservePod(pod) || pl.store.ownsAny(pod) {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "pod uses reservations")
+	if isReservePod(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reservations are not batched")
+	}
+	if key := pl.store.ownerSignature(pod); key != "" {
+		return []fwk.SignFragment{{Key: Name + "/owns", Value: key}}, nil
 	}
 	return nil, nil
 }

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -61,8 +62,8 @@ func TestFilterHookGivesOwnersACopyWithTheirReservation(t *testing.T) {
 	if st := pl.Reserve(ctx, state, owner, "n1"); !st.IsSuccess() {
 		t.Fatalf("Reserve: %v", st)
 	}
-	if pre, st := pl.PreBindPreFlight(ctx, state, owner, "n1"); !st.IsSuccess() || pre == nil {
-		t.Errorf("PreBindPreFlight for a claimed owner = %v, %v; want work to do", pre, st)
+	if c := readState(state).claimed; c == nil || c.name != "big" {
+		t.Errorf("Reserve claimed %+v, want big", c)
 	}
 	pl.Unreserve(ctx, state, owner, "n1")
 	if got := f.requestedCPU("n1"); got != 4000 {
@@ -97,15 +98,20 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 			t.Errorf("%s: PreScore = %v, want Skip", name, st)
 		}
 	}
-	if _, st := pl.SignPod(ctx, ownerPod("o", "1")); st.IsSuccess() {
-		t.Error("an owner pod was signed for batching")
+	if _, st := pl.SignPod(ctx, reservePod(makeReservation("r3", "1"))); st.IsSuccess() {
+		t.Error("a reservation was signed for batching")
+	}
+	a, _ := pl.SignPod(ctx, ownerPod("a", "1"))
+	b, _ := pl.SignPod(ctx, ownerPod("b", "1"))
+	if len(a) != 1 || !reflect.DeepEqual(a, b) {
+		t.Errorf("owners of the same reservations signed differently: %v, %v", a, b)
 	}
 	nonOwner := ownerPod("x", "1")
 	nonOwner.Labels = nil
-	if _, st := pl.SignPod(ctx, nonOwner); !st.IsSuccess() {
-		t.Errorf("a non-owner pod was not signed: %v", st)
+	if frags, st := pl.SignPod(ctx, nonOwner); !st.IsSuccess() || len(frags) != 0 {
+		t.Errorf("a non-owner pod: %v, %v; want signed with no fragment", frags, st)
 	}
-	if st := pl.Bind(ctx, nil, nonOwner, "n1"); st.Code() != fwk.Skip {
+	if st := pl.Bind(ctx, framework.NewCycleState(), nonOwner, "n1"); st.Code() != fwk.Skip {
 		t.Errorf("Bind of a real pod = %v, want Skip", st)
 	}
 }

@@ -4,12 +4,9 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 )
-
-var metaPatchOptions = metav1.PatchOptions{FieldManager: "gantry-scheduler"}
 
 func podRequests(p *v1.Pod) v1.ResourceList {
 	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})

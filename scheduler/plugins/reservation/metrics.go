@@ -25,7 +25,7 @@ var (
 	allocations = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "allocations_total",
-		Help:           "Owner pods placed in a reservation (claims that reached PreBind).",
+		Help:           "Owner pods bound into a reservation.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	registerOnce sync.Once

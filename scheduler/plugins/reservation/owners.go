@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"fmt"
+	"sort"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -180,4 +181,42 @@ func removeFrom(m map[string]map[*entry]bool, key string, e *entry) {
 			delete(m, key)
 		}
 	}
+}
+
+// ownerKeys returns the index buckets pod falls in that hold a reservation
+// accepted by usable: pods with the same keys own the same reservations, so
+// the keys can stand for the set in a scheduling signature. An object owner
+// is one pod's own bucket: such pods never share a signature.
+func (ix *ownerIndex) ownerKeys(pod *v1.Pod, usable func(*entry) bool) []string {
+	var keys []string
+	holds := func(set map[*entry]bool) bool {
+		for e := range set {
+			if usable(e) {
+				for _, c := range e.owners {
+					if c.matches(pod) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	if k := podKey(pod.Namespace, pod.Name); holds(ix.byPod[k]) {
+		keys = append(keys, "pod:"+k+":"+string(pod.UID))
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		if k := controllerKey(pod.Namespace, ref.Kind, ref.Name); holds(ix.byController[k]) {
+			keys = append(keys, "controller:"+k+":"+string(ref.UID))
+		}
+	}
+	if groups := ix.bySelector[pod.Namespace]; len(groups) > 0 {
+		set := labels.Set(pod.Labels)
+		for sel, g := range groups {
+			if g.selector.Matches(set) && holds(g.entries) {
+				keys = append(keys, "selector:"+pod.Namespace+":"+sel)
+			}
+		}
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -40,7 +40,6 @@ var (
 	_ fwk.PreScorePlugin              = &Plugin{}
 	_ fwk.ScorePlugin                 = &Plugin{}
 	_ fwk.ReservePlugin               = &Plugin{}
-	_ fwk.PreBindPlugin               = &Plugin{}
 	_ fwk.BindPlugin                  = &Plugin{}
 	_ fwk.EnqueueExtensions           = &Plugin{}
 	_ fwk.SignPlugin                  = &Plugin{}

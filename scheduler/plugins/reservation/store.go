@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -446,13 +447,12 @@ func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
 	return out
 }
 
-// ownsAny reports whether pod owns a reservation it could use now.
-func (s *store) ownsAny(pod *v1.Pod) bool {
+// ownerSignature names the set of reservations pod may use now, for
+// scheduling signatures; "" if it owns none.
+func (s *store) ownerSignature(pod *v1.Pod) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	found := false
-	s.owners.lookup(pod, func(e *entry) { found = found || (e.indexed && e.live != nil) })
-	return found
+	return strings.Join(s.owners.ownerKeys(pod, func(e *entry) bool { return e.indexed && e.live != nil }), ";")
 }
 
 // claim records, in a scheduling cycle, that pod takes reservation uid on
