@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -127,30 +128,30 @@ func (ix *ownerIndex) remove(e *entry) {
 // lookup calls fn for every indexed entry that pod owns (each once).
 func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
 	var seen map[*entry]bool
-	visit := func(e *entry) {
-		if len(e.owners) > 1 {
+	// verify: the index narrows by name, the full owner (UID, API version)
+	// decides. A selector group needs no check: its selector matched.
+	visit := func(e *entry, verify bool) {
+		multi := len(e.owners) > 1
+		if multi && seen[e] {
+			return
+		}
+		if verify && !slices.ContainsFunc(e.owners, func(c compiledOwner) bool { return c.matches(pod) }) {
+			return
+		}
+		if multi {
 			if seen == nil {
 				seen = map[*entry]bool{}
 			}
-			if seen[e] {
-				return
-			}
 			seen[e] = true
 		}
-		// The index narrows by key; the full owner (UID, API version) decides.
-		for _, c := range e.owners {
-			if c.matches(pod) {
-				fn(e)
-				return
-			}
-		}
+		fn(e)
 	}
 	for e := range ix.byPod[podKey(pod.Namespace, pod.Name)] {
-		visit(e)
+		visit(e, true)
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		for e := range ix.byController[controllerKey(pod.Namespace, ref.Kind, ref.Name)] {
-			visit(e)
+			visit(e, true)
 		}
 	}
 	if groups := ix.bySelector[pod.Namespace]; len(groups) > 0 {
@@ -158,7 +159,7 @@ func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
 		for _, g := range groups {
 			if g.selector.Matches(set) {
 				for e := range g.entries {
-					visit(e)
+					visit(e, false)
 				}
 			}
 		}

@@ -24,6 +24,13 @@ func TestOwnerIndexLookup(t *testing.T) {
 		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}},
 		Namespace:     "ns",
 	}})
+	// An object owner for another incarnation of p1 (UID), or a selector:
+	// found through the selector.
+	uidOrSel := &entry{r: makeReservation("uid-or-sel", "1")}
+	uidOrSel.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
+		{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1", UID: "other"}},
+		{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}, Namespace: "ns"},
+	})
 	// Two owners that both select p1: found once.
 	both := &entry{r: makeReservation("both", "1")}
 	both.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
@@ -32,14 +39,14 @@ func TestOwnerIndexLookup(t *testing.T) {
 	})
 
 	ix := newOwnerIndex()
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both} {
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel} {
 		ix.add(e)
 	}
 	tests := map[string]struct {
 		pod  *v1.Pod
 		want []string
 	}{
-		"object, selector, both": {st.MakePod().Namespace("ns").Name("p1").UID("u1").Label("tier", "a").Obj(), []string{"both", "obj", "sel"}},
+		"object, selector, both": {st.MakePod().Namespace("ns").Name("p1").UID("u1").Label("tier", "a").Obj(), []string{"both", "obj", "sel", "uid-or-sel"}},
 		"controller":             {st.MakePod().Namespace("ns").Name("p2").OwnerReference("rs", rsGVK).Obj(), []string{"ctrl"}},
 		"other namespace":        {st.MakePod().Namespace("other").Name("p1").Label("tier", "a").OwnerReference("rs", rsGVK).Obj(), nil},
 		"selector miss":          {st.MakePod().Namespace("ns").Name("p3").Label("tier", "c").Obj(), nil},
@@ -53,7 +60,7 @@ func TestOwnerIndexLookup(t *testing.T) {
 			}
 		})
 	}
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both} {
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel} {
 		ix.remove(e)
 	}
 	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector) != 0 {
