@@ -215,12 +215,25 @@ func (s *store) reconcile(e *entry) {
 	case phase == schedv1alpha1.ReservationPending:
 		// While pending, the scheduler owns the reserve pod in its cache (it
 		// assumes it when it picks a node, and forgets it if binding fails).
+	case phase == schedv1alpha1.ReservationAvailable && s.consumed(e) && isZero(s.remaining(e)):
+		// Consumed whole by its owner: the owner holds the capacity now,
+		// nothing came free for waiting pods.
+		s.uncacheQuietly(e.pod)
 	default:
 		s.uncache(e.pod)
 	}
 	if !live {
 		e.live = nil
 	}
+}
+
+func isZero(l v1.ResourceList) bool {
+	for _, q := range l {
+		if !q.IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // consumed: an allocate-once reservation with an owner placed in it.
@@ -322,12 +335,20 @@ func (s *store) freed(p *v1.Pod) {
 }
 
 func (s *store) uncache(p *v1.Pod) {
+	if cur := s.uncacheQuietly(p); cur != nil {
+		s.freed(cur)
+	}
+}
+
+// uncacheQuietly removes the reservation from the cache and returns what
+// the cache held, or nil.
+func (s *store) uncacheQuietly(p *v1.Pod) *v1.Pod {
 	if s.cache == nil {
-		return
+		return nil
 	}
 	cur, err := s.cache.GetPod(p)
 	if err != nil {
-		return
+		return nil
 	}
 	if assumed, _ := s.cache.IsAssumedPod(cur); assumed {
 		err = s.cache.ForgetPod(s.logger, cur)
@@ -336,9 +357,9 @@ func (s *store) uncache(p *v1.Pod) {
 	}
 	if err != nil {
 		s.logger.Error(err, "Removing reservation from the scheduler cache", "reservation", p.Name)
-		return
+		return nil
 	}
-	s.freed(cur)
+	return cur
 }
 
 func equalRequests(a, b *v1.Pod) bool {
