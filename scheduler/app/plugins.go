@@ -5,13 +5,15 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/asyncpreemption"
 	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // Registry returns Gantry's scheduler plugins by name, unwrapped.
 func Registry() frameworkruntime.Registry {
 	return frameworkruntime.Registry{
-		reservation.Name: reservation.New,
+		reservation.Name:     reservation.New,
+		asyncpreemption.Name: asyncpreemption.New,
 	}
 }
 

@@ -1,0 +1,19 @@
+// Package asyncpreemption is Gantry's AsyncPreemption PostFilter plugin, a
+// replacement for upstream's DefaultPreemption in Gantry's profiles.
+//
+// It chooses victims exactly as upstream does: it drives upstream's
+// preemption.Evaluator (DryRunPreemption, SelectCandidate) with upstream's
+// DefaultPreemption as the victim-selection Interface, so priorities, PDBs
+// and preemptionPolicy behave identically. What differs is the API work,
+// which runs off the scheduling cycle in an executor that:
+//   - gates the preemptor (PreEnqueue) only while its work is in flight, and
+//     re-activates it as soon as the work ends, whatever the result, even
+//     when there was nothing left to delete: no preemptor waits for the
+//     periodic flush of unschedulable pods;
+//   - deletes victims with bounded concurrency through the scheduler's own
+//     client (and so its rate limiter), never the same victim twice;
+//   - on a failure stops, clears the nomination in memory and in
+//     status.nominatedNodeName, and re-activates the preemptor after a
+//     backoff;
+//   - records metrics with the real result and duration of each run.
+package asyncpreemption

@@ -1,0 +1,192 @@
+package asyncpreemption
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/utils/clock"
+)
+
+// executor runs preemptions' API work off the scheduling cycle.
+type executor struct {
+	fh      fwk.Handle
+	timeout time.Duration
+	sem     chan struct{} // victim API calls in flight, across preemptions
+	clock   clock.WithDelayedExecution
+
+	mu sync.Mutex
+	// inflight: preemptors whose API work runs; PreEnqueue gates them.
+	inflight map[types.UID]bool
+	// deleting: victims some preemption is preempting right now, so that
+	// no victim is preempted twice.
+	deleting map[types.UID]bool
+	// failures counts consecutive failed preemptions per preemptor, for backoff.
+	failures map[types.UID]int
+	wg       sync.WaitGroup
+}
+
+func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
+	return &executor{
+		fh: fh, timeout: timeout, sem: make(chan struct{}, maxConcurrent), clock: clock.RealClock{},
+		inflight: map[types.UID]bool{}, deleting: map[types.UID]bool{}, failures: map[types.UID]int{},
+	}
+}
+
+// running reports whether the preemptor's API work is in flight.
+func (e *executor) running(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.inflight[uid]
+}
+
+// start preempts victims on node for preemptor, asynchronously. The
+// preemptor is gated until the work ends and then re-activated, whatever
+// the result.
+func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
+	e.mu.Lock()
+	var todo []*v1.Pod
+	for _, v := range candidates {
+		// Already terminating, or being preempted by someone else: its
+		// deletion is under way; another call would be a double delete.
+		if v.DeletionTimestamp != nil || e.deleting[v.UID] {
+			continue
+		}
+		e.deleting[v.UID] = true
+		todo = append(todo, v)
+	}
+	e.inflight[preemptor.UID] = true
+	e.wg.Add(1)
+	e.mu.Unlock()
+
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+		defer cancel()
+		logger := klog.FromContext(ctx).WithValues("preemptor", klog.KObj(preemptor), "node", node)
+		began := e.clock.Now()
+		err := e.preemptAll(ctx, logger, preemptor, node, todo)
+		result := resultSuccess
+		switch {
+		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			result = resultCancelled
+		case err != nil:
+			result = resultError
+		}
+		// Labels are taken now, from the real outcome.
+		goroutineDuration.WithLabelValues(result).Observe(e.clock.Since(began).Seconds())
+		goroutineTotal.WithLabelValues(result).Inc()
+		e.finish(logger, preemptor, todo, err)
+	}()
+}
+
+// preemptAll preempts victims with bounded concurrency; it stops at the
+// first failure and does not start the rest.
+func (e *executor) preemptAll(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string, todo []*v1.Pod) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, v := range todo {
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return context.Cause(ctx)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-e.sem }()
+			if err := e.preemptOne(ctx, logger, preemptor, node, v); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// preemptOne marks the victim as a disruption target and deletes it; a
+// victim waiting on permit is rejected in memory instead. A victim that is
+// already gone counts as preempted.
+func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string, victim *v1.Pod) error {
+	if wp := e.fh.GetWaitingPod(victim.UID); wp != nil && wp.Preempt(Name, "preempted") {
+		victims.Inc()
+		return nil
+	}
+	cs := e.fh.ClientSet()
+	status := victim.Status.DeepCopy()
+	if podutil.UpdatePodCondition(status, &v1.PodCondition{
+		Type:    v1.DisruptionTarget,
+		Status:  v1.ConditionTrue,
+		Reason:  v1.PodReasonPreemptionByScheduler,
+		Message: fmt.Sprintf("%s: preempting to accommodate a higher priority pod", preemptor.Spec.SchedulerName),
+	}) {
+		if err := util.PatchPodStatus(ctx, cs, victim.Name, victim.Namespace, &victim.Status, status); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("marking victim %s as a disruption target: %w", klog.KObj(victim), err)
+		}
+	}
+	if err := util.DeletePod(ctx, cs, victim); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("deleting victim %s: %w", klog.KObj(victim), err)
+	}
+	victims.Inc()
+	logger.V(2).Info("Preempted victim", "victim", klog.KObj(victim))
+	e.fh.EventRecorder().Eventf(victim, preemptor, v1.EventTypeNormal, "Preempted", "Preempting",
+		"Preempted by pod %s on node %s", preemptor.UID, node)
+	return nil
+}
+
+// finish ends a preemption: the victims are released, and the preemptor is
+// let through PreEnqueue and re-activated, at once after success, after a
+// backoff after a failure, which also clears its nomination.
+func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, todo []*v1.Pod, err error) {
+	e.mu.Lock()
+	for _, v := range todo {
+		delete(e.deleting, v.UID)
+	}
+	delete(e.inflight, preemptor.UID)
+	var backoff time.Duration
+	if err != nil {
+		e.failures[preemptor.UID]++
+		backoff = min(time.Second<<(e.failures[preemptor.UID]-1), 10*time.Second)
+	} else {
+		delete(e.failures, preemptor.UID)
+	}
+	e.mu.Unlock()
+
+	pods := map[string]*v1.Pod{preemptor.Namespace + "/" + preemptor.Name: preemptor}
+	if err == nil {
+		logger.V(2).Info("Preemption finished", "victims", len(todo))
+		e.fh.Activate(logger, pods)
+		return
+	}
+	logger.Error(err, "Preemption failed; clearing the nomination and retrying after a backoff", "backoff", backoff)
+	e.fh.DeleteNominatedPodIfExists(preemptor)
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
+	defer cancel()
+	patch := []byte(`{"status":{"nominatedNodeName":null}}`)
+	if _, perr := e.fh.ClientSet().CoreV1().Pods(preemptor.Namespace).Patch(ctx, preemptor.Name, types.MergePatchType, patch,
+		metav1.PatchOptions{}, "status"); perr != nil && !apierrors.IsNotFound(perr) {
+		logger.Error(perr, "Clearing the preemptor's nominated node")
+	}
+	e.clock.AfterFunc(backoff, func() { e.fh.Activate(logger, pods) })
+}
+
+// wait waits for every started preemption to finish (tests, shutdown).
+func (e *executor) wait() { e.wg.Wait() }

@@ -1,0 +1,214 @@
+package asyncpreemption
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// fakeHandle is the part of the framework handle the executor uses.
+type fakeHandle struct {
+	fwk.Handle
+	client kubernetes.Interface
+
+	mu          sync.Mutex
+	activated   []string
+	unnominated []string
+}
+
+func (h *fakeHandle) ClientSet() kubernetes.Interface           { return h.client }
+func (h *fakeHandle) GetWaitingPod(types.UID) fwk.WaitingPod    { return nil }
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger { return events.NewFakeRecorder(100) }
+func (h *fakeHandle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range pods {
+		h.activated = append(h.activated, k)
+	}
+}
+func (h *fakeHandle) DeleteNominatedPodIfExists(p *v1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unnominated = append(h.unnominated, p.Name)
+}
+
+func (h *fakeHandle) snapshot() (activated, unnominated []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.activated...), append([]string(nil), h.unnominated...)
+}
+
+type env struct {
+	h       *fakeHandle
+	client  *fake.Clientset
+	exec    *executor
+	clock   *testingclock.FakeClock
+	deletes atomic.Int32
+}
+
+func newEnv(t *testing.T, objs ...runtime.Object) *env {
+	client := fake.NewSimpleClientset(objs...)
+	h := &fakeHandle{client: client}
+	e := &env{h: h, client: client, clock: testingclock.NewFakeClock(time.Now())}
+	e.exec = newExecutor(h, 2, 5*time.Second)
+	e.exec.clock = e.clock
+	client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		e.deletes.Add(1)
+		return false, nil, nil
+	})
+	return e
+}
+
+func pod(name string, prio int32) *v1.Pod {
+	return st.MakePod().Namespace("ns").Name(name).UID("uid-" + name).Priority(prio).Node("n1").Obj()
+}
+
+func preemptor() *v1.Pod {
+	return st.MakePod().Namespace("ns").Name("high").UID("uid-high").Priority(100).NominatedNodeName("n1").Obj()
+}
+
+func TestPreemptionDeletesVictimsAndActivates(t *testing.T) {
+	v1p, v2p := pod("v1", 1), pod("v2", 1)
+	e := newEnv(t, v1p, v2p, preemptor())
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v1p, v2p})
+	e.exec.wait()
+	for _, name := range []string{"v1", "v2"} {
+		if _, err := e.client.CoreV1().Pods("ns").Get(t.Context(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("victim %s not deleted: %v", name, err)
+		}
+	}
+	activated, unnominated := e.h.snapshot()
+	if len(activated) != 1 || activated[0] != "ns/high" {
+		t.Errorf("activated %v, want the preemptor once", activated)
+	}
+	if len(unnominated) != 0 {
+		t.Errorf("a successful preemption cleared the nomination: %v", unnominated)
+	}
+	if e.exec.running("uid-high") {
+		t.Error("the preemptor is still gated after its preemption finished")
+	}
+}
+
+// A preemptor whose victims are already gone (#141694) is re-activated at
+// once, not left waiting for the unschedulable flush.
+func TestVictimsAlreadyGone(t *testing.T) {
+	gone := pod("gone", 1)
+	terminating := pod("terminating", 1)
+	now := metav1.Now()
+	terminating.DeletionTimestamp = &now
+	e := newEnv(t, preemptor()) // neither victim exists any more
+	e.exec.start(preemptor(), "n1", []*v1.Pod{gone, terminating})
+	e.exec.wait()
+	if activated, _ := e.h.snapshot(); len(activated) != 1 {
+		t.Errorf("activated %v, want the preemptor", activated)
+	}
+	// The terminating victim is skipped; the gone one is found gone when
+	// it is marked, so nothing is deleted.
+	if n := e.deletes.Load(); n != 0 {
+		t.Errorf("%d delete calls, want 0", n)
+	}
+}
+
+// A failing delete stops the preemption, clears the nomination in memory
+// and in status, and re-activates the preemptor only after a backoff.
+func TestFailureClearsNominationAndBacksOff(t *testing.T) {
+	victims := []*v1.Pod{pod("v1", 1), pod("v2", 1), pod("v3", 1), pod("v4", 1)}
+	objs := []runtime.Object{preemptor()}
+	for _, v := range victims {
+		objs = append(objs, v)
+	}
+	e := newEnv(t, objs...)
+	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("etcd is on fire"))
+	})
+	var statusPatches atomic.Int32
+	e.client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && a.(clienttesting.PatchAction).GetName() == "high" {
+			statusPatches.Add(1)
+		}
+		return false, nil, nil
+	})
+	e.exec.start(preemptor(), "n1", victims)
+	e.exec.wait()
+
+	if n := e.deletes.Load(); n > 2 {
+		t.Errorf("%d delete calls after the first failure with 2 in flight at most; want the rest not started", n)
+	}
+	activated, unnominated := e.h.snapshot()
+	if len(unnominated) != 1 {
+		t.Errorf("nomination cleared in memory %v, want once", unnominated)
+	}
+	if statusPatches.Load() != 1 {
+		t.Errorf("status.nominatedNodeName cleared %d times, want 1", statusPatches.Load())
+	}
+	if len(activated) != 0 {
+		t.Errorf("re-activated before the backoff: %v", activated)
+	}
+	if e.exec.running("uid-high") {
+		t.Error("the preemptor is still gated after its preemption failed")
+	}
+	e.clock.Step(time.Second)
+	if activated, _ := e.h.snapshot(); len(activated) != 1 {
+		t.Errorf("after the backoff, activated %v, want the preemptor", activated)
+	}
+}
+
+// Two preemptions that pick the same victim delete it once.
+func TestNoDoubleDelete(t *testing.T) {
+	v := pod("v", 1)
+	e := newEnv(t, v, preemptor())
+	release := make(chan struct{})
+	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-release // the first delete is slow
+		return false, nil, nil
+	})
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	other := preemptor()
+	other.Name, other.UID = "high2", "uid-high2"
+	e.exec.start(other, "n1", []*v1.Pod{v})
+	close(release)
+	e.exec.wait()
+	if n := e.deletes.Load(); n != 1 {
+		t.Errorf("victim deleted %d times, want 1", n)
+	}
+	if activated, _ := e.h.snapshot(); len(activated) != 2 {
+		t.Errorf("activated %v, want both preemptors", activated)
+	}
+}
+
+// The executor gates a preemptor while its work runs.
+func TestPreEnqueueGatesWhileInFlight(t *testing.T) {
+	v := pod("v", 1)
+	e := newEnv(t, v, preemptor())
+	release := make(chan struct{})
+	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		<-release
+		return false, nil, nil
+	})
+	pl := &Plugin{exec: e.exec}
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	if st := pl.PreEnqueue(t.Context(), preemptor()); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("PreEnqueue while in flight = %v, want UnschedulableAndUnresolvable", st)
+	}
+	close(release)
+	e.exec.wait()
+	if st := pl.PreEnqueue(t.Context(), preemptor()); !st.IsSuccess() {
+		t.Errorf("PreEnqueue after the preemption = %v, want success", st)
+	}
+}

@@ -1,0 +1,157 @@
+package asyncpreemption
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+)
+
+// Name is the plugin's name in the scheduler configuration.
+const Name = "AsyncPreemption"
+
+// Plugin chooses victims with upstream's preemption evaluator and runs the
+// API work asynchronously in its own executor.
+type Plugin struct {
+	fh       fwk.Handle
+	args     *Args
+	upstream *defaultpreemption.DefaultPreemption // victim selection, as upstream
+	ev       *preemption.Evaluator
+	exec     *executor
+}
+
+var (
+	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
+	_ fwk.EnqueueExtensions = &Plugin{}
+	_ preemption.Interface  = &Plugin{}
+)
+
+// New builds the plugin; args are validated here.
+func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, error) {
+	registerMetrics()
+	args, err := DecodeArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	// Upstream's plugin is used for its victim selection only; its own
+	// asynchronous executor never runs.
+	fts.EnableAsyncPreemption = false
+	up, err := defaultpreemption.New(ctx, &config.DefaultPreemptionArgs{
+		MinCandidateNodesPercentage: *args.MinCandidateNodesPercentage,
+		MinCandidateNodesAbsolute:   *args.MinCandidateNodesAbsolute,
+	}, fh, fts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl := &Plugin{fh: fh, args: args, upstream: up,
+		exec: newExecutor(fh, int(*args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
+	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
+	return pl, nil
+}
+
+// Name returns the plugin's name.
+func (pl *Plugin) Name() string { return Name }
+
+// PostFilter chooses a node and victims as upstream does, nominates the
+// preemptor there, starts the API work, and returns at once.
+func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	attempts.Inc()
+	logger := klog.FromContext(ctx)
+	latest, err := pl.ev.PodLister.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: preemptor is gone: %v", err))
+	}
+	pod = latest
+	if ok, msg := pl.PodEligibleToPreemptOthers(ctx, pod, m.Get(pod.Status.NominatedNodeName)); !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
+	}
+	all, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	var potential []fwk.NodeInfo
+	for _, ni := range all {
+		// Nodes rejected for a reason removing pods cannot fix are skipped.
+		if m.Get(ni.Node().Name).Code() != fwk.UnschedulableAndUnresolvable {
+			potential = append(potential, ni)
+		}
+	}
+	notHelpful := func(detail string) (*fwk.PostFilterResult, *fwk.Status) {
+		return framework.NewPostFilterResultWithNominatedNode(""),
+			fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: 0/%d nodes are available: %s", len(all), detail))
+	}
+	if len(potential) == 0 {
+		return notHelpful("preemption is not helpful for scheduling")
+	}
+	pdbs, err := pl.ev.PdbLister.List(labels.Everything())
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	offset, num := pl.GetOffsetAndNumCandidates(int32(len(potential)))
+	candidates, _, err := pl.ev.DryRunPreemption(ctx, state, pod, potential, pdbs, offset, num)
+	if err != nil && len(candidates) == 0 {
+		return nil, fwk.AsStatus(err)
+	}
+	if len(candidates) == 0 {
+		return notHelpful("no node where removing lower-priority pods makes room")
+	}
+	best := pl.ev.SelectCandidate(ctx, candidates)
+	if best == nil || best.Name() == "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: no candidate node")
+	}
+	logger.V(2).Info("Preempting", "pod", klog.KObj(pod), "node", best.Name(), "victims", len(best.Victims().Pods))
+	pl.exec.start(pod, best.Name(), best.Victims().Pods)
+	return framework.NewPostFilterResultWithNominatedNode(best.Name()), fwk.NewStatus(fwk.Success)
+}
+
+// PreEnqueue keeps a preemptor out of the scheduling cycle while its
+// preemption's API work runs; the executor re-activates it when the work ends.
+func (pl *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	if pl.exec.running(pod.UID) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for this pod's preemption to finish")
+	}
+	return nil
+}
+
+// EventsToRegister: a pod gated by PreEnqueue is re-activated by the
+// executor itself, so no cluster event needs to wake it.
+func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return nil, nil
+}
+
+// preemption.Interface, delegated to upstream's DefaultPreemption: victims
+// are chosen exactly as upstream chooses them.
+
+func (pl *Plugin) GetOffsetAndNumCandidates(nodes int32) (int32, int32) {
+	return pl.upstream.GetOffsetAndNumCandidates(nodes)
+}
+
+func (pl *Plugin) CandidatesToVictimsMap(candidates []preemption.Candidate) map[string]*extenderv1.Victims {
+	return pl.upstream.CandidatesToVictimsMap(candidates)
+}
+
+func (pl *Plugin) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	return pl.upstream.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
+}
+
+func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, pdbs)
+}
+
+func (pl *Plugin) OrderedScoreFuncs(ctx context.Context, nodesToVictims map[string]*extenderv1.Victims) []func(node string) int64 {
+	return pl.upstream.OrderedScoreFuncs(ctx, nodesToVictims)
+}
