@@ -17,11 +17,12 @@ out="${GANTRY_ROOT}/_output/bench-scheduler"
 mkdir -p "${out}"
 export PATH="${GANTRY_ROOT}/_output/bin:${PATH}" ARTIFACTS="${out}"
 bench="${BENCH:-BenchmarkPerfScheduling/(Upstream|Gantry)/}"
+labels="${LABELS:-gantry}" # gantry-preemption selects the preemption workloads
 count="${COUNT:-1}"
 
 echo "==> go test -tags scheduler_perf ./scheduler/bench -bench '${bench}' (raw output: ${out}/bench.txt)"
 go test -tags scheduler_perf ./scheduler/bench -run '^$' -bench "${bench}" -benchtime=1ns -count="${count}" -timeout 90m \
-  -args -perf-scheduling-label-filter=gantry -data-items-dir="${out}" >"${out}/bench.txt" 2>&1 || {
+  -args -perf-scheduling-label-filter="${labels}" -data-items-dir="${out}" >"${out}/bench.txt" 2>&1 || {
   tail -50 "${out}/bench.txt"
   exit 1
 }
@@ -38,6 +39,10 @@ awk '
     for (i = 1; i <= n; i++) {
       w = order[i]; split(w, p, "/"); prof = p[1]; wl = p[2]
       base = ""; ratio = ""
+      if (prof == "GantryPreemption") {
+        base = "UpstreamPreemption/" wl
+        if (base in tput && tput[base] > 0) ratio = sprintf("%.3f", tput[w] / tput[base])
+      }
       if (prof == "Gantry") {
         if (wl ~ /_[0-9]+Reservations$/) { b = wl; sub(/_[0-9]+Reservations$/, "", b); base = "Gantry/" b }
         else base = "Upstream/" wl
