@@ -46,6 +46,9 @@ const AnnotationAllocated = "scheduling.gantry.dev/reservation-allocated"
 type ReservationAllocation struct {
 	Name string    `json:"name"`
 	UID  types.UID `json:"uid"`
+	// Priority is the reservation's priority: as a preemption victim, the
+	// pod is protected as its reservation was, if that is more.
+	Priority int32 `json:"priority,omitempty"`
 }
 
 // +genclient

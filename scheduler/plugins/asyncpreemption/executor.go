@@ -9,13 +9,19 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 	"k8s.io/utils/clock"
+
+	schedclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // executor runs preemptions' API work off the scheduling cycle.
@@ -34,6 +40,10 @@ type executor struct {
 	// failures counts consecutive failed preemptions per preemptor, for backoff.
 	failures map[types.UID]int
 	wg       sync.WaitGroup
+	// reservations fails reservations chosen as victims; nil without
+	// Gantry's extended handle (then no reservation is ever a victim
+	// candidate with lower priority than its cached pod's).
+	reservations schedclient.ReservationInterface
 }
 
 func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
@@ -120,6 +130,9 @@ func (e *executor) preemptAll(ctx context.Context, logger klog.Logger, preemptor
 // victim waiting on permit is rejected in memory instead. A victim that is
 // already gone counts as preempted.
 func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string, victim *v1.Pod) error {
+	if reservation.IsReservePod(victim) {
+		return e.failReservation(ctx, logger, preemptor, victim)
+	}
 	if wp := e.fh.GetWaitingPod(victim.UID); wp != nil && wp.Preempt(Name, "preempted") {
 		victims.Inc()
 		return nil
@@ -190,3 +203,46 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, todo []*v1.Pod,
 
 // wait waits for every started preemption to finish (tests, shutdown).
 func (e *executor) wait() { e.wg.Wait() }
+
+// failReservation preempts a reservation: it becomes Failed (reason
+// Preempted), which releases its capacity. A reservation that is gone, was
+// recreated or is no longer Available counts as preempted.
+func (e *executor) failReservation(ctx context.Context, logger klog.Logger, preemptor, victim *v1.Pod) error {
+	if e.reservations == nil {
+		return fmt.Errorf("cannot preempt reservation %s without Gantry's clientset", victim.Name)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		r, err := e.reservations.Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if r.UID != victim.UID || r.Status.Phase != schedv1alpha1.ReservationAvailable {
+			return nil
+		}
+		r = r.DeepCopy()
+		r.Status.Phase = schedv1alpha1.ReservationFailed
+		meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{
+			Type: schedv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: schedv1alpha1.ReasonPreempted,
+			Message:            fmt.Sprintf("preempted by pod %s/%s (priority %d)", preemptor.Namespace, preemptor.Name, podPriority(preemptor)),
+			ObservedGeneration: r.Generation,
+		})
+		_, err = e.reservations.UpdateStatus(ctx, r, metav1.UpdateOptions{FieldManager: "gantry-scheduler"})
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("preempting reservation %s: %w", victim.Name, err)
+	}
+	victims.Inc()
+	logger.V(2).Info("Preempted reservation", "reservation", victim.Name)
+	return nil
+}
+
+func podPriority(p *v1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}

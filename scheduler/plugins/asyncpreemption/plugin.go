@@ -17,6 +17,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -59,6 +62,9 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	}
 	pl := &Plugin{fh: fh, args: args, upstream: up,
 		exec: newExecutor(fh, int(*args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
+	if eh, ok := fh.(frameworkext.ExtendedHandle); ok {
+		pl.exec.reservations = eh.GantryClientSet().SchedulingV1alpha1().Reservations()
+	}
 	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
 	return pl, nil
 }
@@ -148,8 +154,42 @@ func (pl *Plugin) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, n
 	return pl.upstream.PodEligibleToPreemptOthers(ctx, pod, nominatedNodeStatus)
 }
 
+// SelectVictimsOnNode is upstream's, on a node where reservations and the
+// pods placed in them have their priority as victims (see
+// reservation.VictimPriority): an Available reservation of lower priority
+// than the preemptor is a candidate victim, and an owner pod keeps its
+// reservation's protection. nodeInfo is the evaluator's copy.
 func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	if err := withVictimPriorities(klog.FromContext(ctx), nodeInfo); err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
 	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, pdbs)
+}
+
+// withVictimPriorities rewrites, in a node copy, the priority of the pods
+// whose victim priority differs from their own.
+func withVictimPriorities(logger klog.Logger, nodeInfo fwk.NodeInfo) error {
+	var swap []*v1.Pod
+	for _, pi := range nodeInfo.GetPods() {
+		p := pi.GetPod()
+		if reservation.VictimPriority(p) != podPriority(p) {
+			swap = append(swap, p)
+		}
+	}
+	for _, p := range swap {
+		q := p.DeepCopy()
+		want := reservation.VictimPriority(p)
+		q.Spec.Priority = &want
+		if err := nodeInfo.RemovePod(logger, p); err != nil {
+			return err
+		}
+		qi, err := framework.NewPodInfo(q)
+		if err != nil {
+			return err
+		}
+		nodeInfo.AddPodInfo(qi)
+	}
+	return nil
 }
 
 func (pl *Plugin) OrderedScoreFuncs(ctx context.Context, nodesToVictims map[string]*extenderv1.Victims) []func(node string) int64 {

@@ -187,7 +187,8 @@ func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 	if cs == nil || cs.claimed == nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid})
+	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid,
+		Priority: VictimPriority(cs.claimed.cached)})
 	if err != nil {
 		return fwk.AsStatus(err)
 	}

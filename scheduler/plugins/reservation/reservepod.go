@@ -1,7 +1,9 @@
 package reservation
 
 import (
+	"encoding/json"
 	"math"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -16,9 +18,39 @@ import (
 // namespace, which no real pod can lack, and it has the reservation's UID.
 const reservePodAnnotation = "scheduling.gantry.dev/reserve-pod"
 
+// reservePriorityAnnotation carries, on a reservation's pod in the cache,
+// the reservation's own priority (the pod's is the highest there is).
+const reservePriorityAnnotation = "scheduling.gantry.dev/reservation-priority"
+
 // isReservePod tells a reservation's pod from a real pod.
 func isReservePod(p *v1.Pod) bool {
 	return p.Namespace == "" && p.Annotations[reservePodAnnotation] != ""
+}
+
+// IsReservePod tells a reservation's pod, in the scheduler's cache or
+// queue, from a real pod; its name is the reservation's name and its UID
+// the reservation's UID.
+func IsReservePod(p *v1.Pod) bool { return isReservePod(p) }
+
+// VictimPriority is the priority p has as a preemption victim: a
+// reservation's own priority for a reservation's pod, the higher of its own
+// and its reservation's for an owner pod placed in a reservation.
+func VictimPriority(p *v1.Pod) int32 {
+	if isReservePod(p) {
+		v, _ := strconv.ParseInt(p.Annotations[reservePriorityAnnotation], 10, 32)
+		return int32(v)
+	}
+	prio := int32(0)
+	if p.Spec.Priority != nil {
+		prio = *p.Spec.Priority
+	}
+	if v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; ok {
+		var a schedv1alpha1.ReservationAllocation
+		if json.Unmarshal([]byte(v), &a) == nil && a.Priority > prio {
+			prio = a.Priority
+		}
+	}
+	return prio
 }
 
 // reservePod is the pod the scheduler places for a pending reservation: its
@@ -59,11 +91,18 @@ func reservePod(r *schedv1alpha1.Reservation) *v1.Pod {
 // cachedReservePod is what stands for an Available reservation in the
 // scheduler's cache: bound to its node, holding what its owners have not
 // taken yet. Its priority is the highest there is, so that upstream's
-// preemption never picks a reservation as a victim: its capacity is only
-// released by the reservation's own life cycle.
+// DefaultPreemption never picks a reservation as a victim (it would delete
+// a pod that does not exist); Gantry's AsyncPreemption sees the
+// reservation's own priority (VictimPriority) and preempts a reservation by
+// failing it.
 func cachedReservePod(base *v1.Pod, node string, remaining v1.ResourceList) *v1.Pod {
 	p := base.DeepCopy()
 	p.Spec.NodeName = node
+	own := int32(0)
+	if base.Spec.Priority != nil {
+		own = *base.Spec.Priority
+	}
+	p.Annotations[reservePriorityAnnotation] = strconv.Itoa(int(own))
 	prio := int32(math.MaxInt32)
 	p.Spec.Priority = &prio
 	p.Spec.Containers[0].Resources.Requests = remaining

@@ -1,0 +1,81 @@
+package asyncpreemption
+
+import (
+	"encoding/json"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// reservePodInCache is a reservation's pod as the Reservation plugin puts it
+// in the scheduler's cache: highest priority, its own in an annotation.
+func reservePodInCache(name string) *v1.Pod {
+	p := st.MakePod().Name(name).UID("uid-" + name).Priority(2147483647).Node("n1").
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+	p.Namespace = ""
+	p.Annotations = map[string]string{
+		"scheduling.gantry.dev/reserve-pod":          name,
+		"scheduling.gantry.dev/reservation-priority": "5",
+	}
+	return p
+}
+
+func TestVictimPrioritiesInNodeCopy(t *testing.T) {
+	rsv := reservePodInCache("r1")
+	alloc, _ := json.Marshal(schedv1alpha1.ReservationAllocation{Name: "r2", UID: "u2", Priority: 50})
+	owner := st.MakePod().Namespace("ns").Name("owner").UID("uid-owner").Priority(1).Node("n1").
+		Annotation(schedv1alpha1.AnnotationAllocated, string(alloc)).Obj()
+	plain := st.MakePod().Namespace("ns").Name("plain").UID("uid-plain").Priority(3).Node("n1").Obj()
+	ni := framework.NewNodeInfo(rsv, owner, plain)
+	ni.SetNode(st.MakeNode().Name("n1").Obj())
+
+	if err := withVictimPriorities(klog.Background(), ni); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, pi := range ni.GetPods() {
+		got[pi.GetPod().Name] = *pi.GetPod().Spec.Priority
+	}
+	want := map[string]int32{"r1": 5, "owner": 50, "plain": 3}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: victim priority %d, want %d", k, got[k], v)
+		}
+	}
+	if *rsv.Spec.Priority != 2147483647 {
+		t.Error("the cached pod itself was modified")
+	}
+}
+
+func TestPreemptingAReservationFailsIt(t *testing.T) {
+	r := &schedv1alpha1.Reservation{
+		ObjectMeta: metav1.ObjectMeta{Name: "r1", UID: "uid-r1"},
+		Status:     schedv1alpha1.ReservationStatus{Phase: schedv1alpha1.ReservationAvailable, NodeName: "n1"},
+	}
+	gc := gantryfake.NewSimpleClientset(r)
+	e := newEnv(t, preemptor())
+	e.exec.reservations = gc.SchedulingV1alpha1().Reservations()
+	e.exec.start(preemptor(), "n1", []*v1.Pod{reservePodInCache("r1")})
+	e.exec.wait()
+	got, err := gc.SchedulingV1alpha1().Reservations().Get(t.Context(), "r1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != schedv1alpha1.ReservationFailed || len(got.Status.Conditions) != 1 ||
+		got.Status.Conditions[0].Reason != schedv1alpha1.ReasonPreempted {
+		t.Errorf("reservation after preemption: %+v", got.Status)
+	}
+	if n := e.deletes.Load(); n != 0 {
+		t.Errorf("%d pod deletes for a reservation victim", n)
+	}
+	if activated, _ := e.h.snapshot(); len(activated) != 1 {
+		t.Errorf("preemptor not re-activated: %v", activated)
+	}
+}
