@@ -6,8 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,146 +15,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/component-base/configz"
 	resourcehelper "k8s.io/component-helpers/resource"
-	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
-	"k8s.io/kubernetes/pkg/scheduler"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
-	"github.com/gantry-dev/gantry/scheduler/app"
-	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/schedtest"
 )
 
-const schedulerConfig = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: false
-clientConnection:
-  kubeconfig: %q
-  qps: 200
-  burst: 400
-profiles:
-- schedulerName: default-scheduler
-  plugins:
-    multiPoint:
-      enabled:
-      - name: Reservation
-    score:
-      enabled:
-      - name: Reservation
-        weight: 10
-    bind:
-      disabled:
-      - name: "*"
-      enabled:
-      - name: Reservation
-      - name: DefaultBinder
-`
-
 type env struct {
+	*schedtest.Env
 	t      *testing.T
-	dir    string
 	client kubernetes.Interface
 	gantry gantryclient.Interface
 }
 
 func setup(t *testing.T) *env {
-	cp := controlplane.Start(t)
-	root, err := cluster.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = 200, 400
-	gc, err := gantryclient.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, dir: t.TempDir(), client: cp.Client, gantry: gc}
-	kubeconfig := filepath.Join(e.dir, "kubeconfig")
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cp.Config.Host, InsecureSkipTLSVerify: true}
-	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{Token: cp.Config.BearerToken}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
-	kc.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, "config.yaml"), fmt.Appendf(nil, schedulerConfig, kubeconfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		n := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Capacity(map[v1.ResourceName]string{
-			v1.ResourceCPU: "4", v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
-		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
-		created, err := e.client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Admission taints new nodes not-ready; there is no node controller
-		// here to lift it.
-		created.Status = n.Status
-		if created, err = e.client.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		created.Spec.Taints = nil
-		if _, err := e.client.CoreV1().Nodes().Update(context.Background(), created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return e
+	e := schedtest.Setup(t)
+	e.CreateNodes(3, "4")
+	return &env{Env: e, t: t, client: e.Client, gantry: e.Gantry}
 }
 
-// runningScheduler is Gantry's kube-scheduler running in this process.
-type runningScheduler struct {
-	sched  *scheduler.Scheduler
-	ext    *frameworkext.Extender
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type runningScheduler = schedtest.Scheduler
 
-func (e *env) startScheduler() *runningScheduler {
-	e.t.Helper()
-	configz.Delete("componentconfig") // registered again by each Run in this process
-	opts := options.NewOptions()
-	opts.ConfigFile = filepath.Join(e.dir, "config.yaml")
-	opts.SecureServing.BindPort = 0
-	ctx, cancel := context.WithCancel(context.Background())
-	ext := frameworkext.New()
-	cc, sched, err := upstream.Setup(ctx, opts, app.Plugins(ext)...)
-	if err != nil {
-		cancel()
-		e.t.Fatalf("scheduler setup: %v", err)
-	}
-	if err := ext.Attach(sched); err != nil {
-		cancel()
-		e.t.Fatal(err)
-	}
-	rs := &runningScheduler{sched: sched, ext: ext, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(rs.done)
-		_ = app.Run(ctx, cc, sched, ext)
-	}()
-	e.t.Cleanup(rs.stop)
-	return rs
-}
-
-func (rs *runningScheduler) stop() {
-	rs.cancel()
-	<-rs.done
-}
+func (e *env) startScheduler() *runningScheduler { return e.StartScheduler(schedtest.GantryProfile) }
 
 func (e *env) reservation(name, cpu string, allocateOnce bool) *schedv1alpha1.Reservation {
 	return &schedv1alpha1.Reservation{
@@ -223,7 +105,7 @@ func cacheCPU(rs *runningScheduler) map[string]int64 {
 	got := map[string]int64{}
 	for i := range 3 {
 		name := fmt.Sprintf("node-%d", i)
-		if ni, err := rs.sched.Cache.GetNode(name); err == nil {
+		if ni, err := rs.Sched.Cache.GetNode(name); err == nil {
 			if v := ni.GetRequested().GetMilliCPU(); v > 0 {
 				got[name] = v
 			}
@@ -247,7 +129,7 @@ func (e *env) settle(rs *runningScheduler, what string) {
 	})
 	if err != nil {
 		for i := range 3 {
-			if ni, err := rs.sched.Cache.GetNode(fmt.Sprintf("node-%d", i)); err == nil {
+			if ni, err := rs.Sched.Cache.GetNode(fmt.Sprintf("node-%d", i)); err == nil {
 				for _, p := range ni.GetPods() {
 					pod := p.GetPod()
 					e.t.Logf("node-%d holds %s/%s %s", i, pod.Namespace, pod.Name, pod.Spec.Containers[0].Resources.Requests.Cpu())
@@ -362,7 +244,7 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 
 	// Restart: a new scheduler rebuilds everything from the API.
 	before := cacheCPU(rs)
-	rs.stop()
+	rs.Stop()
 	rs = e.startScheduler()
 	e.settle(rs, "after restart")
 	if after := cacheCPU(rs); !equalMaps(before, after) {

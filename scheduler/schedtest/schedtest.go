@@ -1,0 +1,271 @@
+// Package schedtest runs Gantry's kube-scheduler in-process against a real
+// etcd and kube-apiserver (from _output/bin) for integration tests: upstream's
+// Setup with Gantry's plugins, the extension layer attached, Gantry's Run.
+// The scheduler can be made to talk to the apiserver through a proxy that
+// fails or delays chosen requests, to test what happens when API calls fail.
+package schedtest
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
+	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/scheduler/app"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+)
+
+// GantryProfile is the plugins section of Gantry's profile, as the local
+// cluster configures it.
+const GantryProfile = `  plugins:
+    multiPoint:
+      enabled:
+      - name: Reservation
+      - name: AsyncPreemption
+      disabled:
+      - name: DefaultPreemption
+    score:
+      enabled:
+      - name: Reservation
+        weight: 10
+    bind:
+      disabled:
+      - name: "*"
+      enabled:
+      - name: Reservation
+      - name: DefaultBinder
+`
+
+// Env is a control plane with Gantry's CRDs and clients for it.
+type Env struct {
+	T      *testing.T
+	Dir    string
+	Config *rest.Config
+	Client kubernetes.Interface
+	Gantry gantryclient.Interface
+	// Faults sits between the scheduler and kube-apiserver.
+	Faults *Faults
+}
+
+// Setup starts etcd and kube-apiserver, installs the CRDs and a fault proxy.
+func Setup(t *testing.T) *Env {
+	t.Helper()
+	cp := controlplane.Start(t)
+	root, err := cluster.FindRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 200, 400
+	gc, err := gantryclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{T: t, Dir: t.TempDir(), Config: cfg, Client: cp.Client, Gantry: gc, Faults: newFaults(t, cp.Config)}
+	return e
+}
+
+// CreateNodes creates n Ready, untainted nodes node-0..n-1 with cpu CPUs.
+func (e *Env) CreateNodes(n int, cpu string) {
+	e.T.Helper()
+	ctx := context.Background()
+	for i := range n {
+		node := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Capacity(map[v1.ResourceName]string{
+			v1.ResourceCPU: cpu, v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
+		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		created, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			e.T.Fatal(err)
+		}
+		// Admission taints new nodes not-ready; there is no node controller
+		// here to lift it.
+		created.Status = node.Status
+		if created, err = e.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			e.T.Fatal(err)
+		}
+		created.Spec.Taints = nil
+		if _, err := e.Client.CoreV1().Nodes().Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+			e.T.Fatal(err)
+		}
+	}
+}
+
+// Scheduler is Gantry's kube-scheduler running in this process.
+type Scheduler struct {
+	Sched  *scheduler.Scheduler
+	Ext    *frameworkext.Extender
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartScheduler runs Gantry's kube-scheduler with one profile
+// (default-scheduler) whose plugins section is profile, talking to the
+// apiserver through the fault proxy. It stops when the test ends.
+func (e *Env) StartScheduler(profile string) *Scheduler {
+	e.T.Helper()
+	kubeconfig := filepath.Join(e.Dir, "scheduler.kubeconfig")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: e.Faults.URL(), InsecureSkipTLSVerify: true}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{Token: e.Config.BearerToken}
+	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
+	kc.CurrentContext = "c"
+	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
+		e.T.Fatal(err)
+	}
+	config := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  kubeconfig: %q
+  qps: 200
+  burst: 400
+profiles:
+- schedulerName: default-scheduler
+%s`, kubeconfig, profile)
+	configFile := filepath.Join(e.Dir, "scheduler.yaml")
+	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
+		e.T.Fatal(err)
+	}
+	configz.Delete("componentconfig") // registered again by each Run in this process
+	opts := options.NewOptions()
+	opts.ConfigFile = configFile
+	opts.SecureServing.BindPort = 0
+	ctx, cancel := context.WithCancel(context.Background())
+	ext := frameworkext.New()
+	cc, sched, err := upstream.Setup(ctx, opts, app.Plugins(ext)...)
+	if err != nil {
+		cancel()
+		e.T.Fatalf("scheduler setup: %v", err)
+	}
+	if err := ext.Attach(sched); err != nil {
+		cancel()
+		e.T.Fatal(err)
+	}
+	s := &Scheduler{Sched: sched, Ext: ext, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		_ = app.Run(ctx, cc, sched, ext)
+	}()
+	e.T.Cleanup(s.Stop)
+	return s
+}
+
+// Stop stops the scheduler and waits for it.
+func (s *Scheduler) Stop() {
+	s.cancel()
+	<-s.done
+}
+
+// Faults is a reverse proxy to kube-apiserver that can fail or delay
+// requests, and counts them.
+type Faults struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	rules  []rule
+	counts map[string]int
+}
+
+type rule struct {
+	method, pathPart string
+	status           int
+	delay            time.Duration
+}
+
+func newFaults(t *testing.T, target *rest.Config) *Faults {
+	u, err := url.Parse(target.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a test apiserver's self-signed certificate
+	f := &Faults{counts: map[string]int{}}
+	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.counts[r.Method+" "+r.URL.Path]++
+		var match *rule
+		for i := range f.rules {
+			if f.rules[i].method == r.Method && strings.Contains(r.URL.Path, f.rules[i].pathPart) {
+				match = &f.rules[i]
+				break
+			}
+		}
+		f.mu.Unlock()
+		if match != nil {
+			if match.delay > 0 {
+				select {
+				case <-time.After(match.delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if match.status != 0 {
+				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected fault","code":`+fmt.Sprint(match.status)+`}`, match.status)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// URL is the proxy's address.
+func (f *Faults) URL() string { return f.srv.URL }
+
+// Fail makes requests of method whose path contains part fail with status.
+func (f *Faults) Fail(method, part string, status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, rule{method: method, pathPart: part, status: status})
+}
+
+// Delay makes requests of method whose path contains part wait d first.
+func (f *Faults) Delay(method, part string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, rule{method: method, pathPart: part, delay: d})
+}
+
+// Clear removes every rule.
+func (f *Faults) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+}
+
+// Count is how many requests of method to exactly path the proxy saw.
+func (f *Faults) Count(method, path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts[method+" "+path]
+}
