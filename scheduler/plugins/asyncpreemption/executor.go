@@ -34,9 +34,13 @@ type executor struct {
 	mu sync.Mutex
 	// inflight: preemptors whose API work runs; PreEnqueue gates them.
 	inflight map[types.UID]bool
-	// deleting: victims some preemption is preempting right now, so that
-	// no victim is preempted twice.
-	deleting map[types.UID]bool
+	// deleting: victims some preemption is preempting right now, or did
+	// recently (until the scheduler's cache has had time to see them go),
+	// so that no victim is preempted twice.
+	deleting map[types.UID]time.Time
+	// recent: per preemptor, the node and victims of its last successful
+	// preemption, for PostFilter not to preempt again before they are gone.
+	recent map[types.UID]recentPreemption
 	// failures counts consecutive failed preemptions per preemptor, for backoff.
 	failures map[types.UID]int
 	wg       sync.WaitGroup
@@ -49,7 +53,8 @@ type executor struct {
 func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
 	return &executor{
 		fh: fh, timeout: timeout, sem: make(chan struct{}, maxConcurrent), clock: clock.RealClock{},
-		inflight: map[types.UID]bool{}, deleting: map[types.UID]bool{}, failures: map[types.UID]int{},
+		inflight: map[types.UID]bool{}, deleting: map[types.UID]time.Time{}, failures: map[types.UID]int{},
+		recent: map[types.UID]recentPreemption{},
 	}
 }
 
@@ -65,14 +70,15 @@ func (e *executor) running(uid types.UID) bool {
 // the result.
 func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 	e.mu.Lock()
+	e.prune()
 	var todo []*v1.Pod
 	for _, v := range candidates {
-		// Already terminating, or being preempted by someone else: its
-		// deletion is under way; another call would be a double delete.
-		if v.DeletionTimestamp != nil || e.deleting[v.UID] {
+		// Already terminating, or preempted by someone else: its deletion
+		// is under way; another call would be a double delete.
+		if _, ok := e.deleting[v.UID]; ok || v.DeletionTimestamp != nil {
 			continue
 		}
-		e.deleting[v.UID] = true
+		e.deleting[v.UID] = time.Time{} // in flight
 		todo = append(todo, v)
 	}
 	e.inflight[preemptor.UID] = true
@@ -96,7 +102,7 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 		// Labels are taken now, from the real outcome.
 		goroutineDuration.WithLabelValues(result).Observe(e.clock.Since(began).Seconds())
 		goroutineTotal.WithLabelValues(result).Inc()
-		e.finish(logger, preemptor, todo, err)
+		e.finish(logger, preemptor, node, todo, err)
 	}()
 }
 
@@ -168,12 +174,24 @@ func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor
 // finish ends a preemption: the victims are released, and the preemptor is
 // let through PreEnqueue and re-activated, at once after success, after a
 // backoff after a failure, which also clears its nomination.
-func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, todo []*v1.Pod, err error) {
+func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, todo []*v1.Pod, err error) {
 	e.mu.Lock()
+	now := e.clock.Now()
 	for _, v := range todo {
-		delete(e.deleting, v.UID)
+		if err == nil {
+			e.deleting[v.UID] = now // done: remembered for victimMemory
+		} else {
+			delete(e.deleting, v.UID)
+		}
 	}
 	delete(e.inflight, preemptor.UID)
+	if err == nil {
+		uids := make([]types.UID, 0, len(todo))
+		for _, v := range todo {
+			uids = append(uids, v.UID)
+		}
+		e.recent[preemptor.UID] = recentPreemption{node: node, victims: uids, at: now}
+	}
 	var backoff time.Duration
 	if err != nil {
 		e.failures[preemptor.UID]++
@@ -245,4 +263,57 @@ func podPriority(p *v1.Pod) int32 {
 		return *p.Spec.Priority
 	}
 	return 0
+}
+
+// victimMemory is how long a preempted victim, or a preemptor's last
+// victims, are remembered: long enough for the scheduler's cache to see
+// them go.
+const victimMemory = time.Minute
+
+type recentPreemption struct {
+	node    string
+	victims []types.UID
+	at      time.Time
+}
+
+// prune forgets victims and preemptions older than victimMemory. Callers hold e.mu.
+func (e *executor) prune() {
+	now := e.clock.Now()
+	for uid, at := range e.deleting {
+		if !at.IsZero() && now.Sub(at) > victimMemory {
+			delete(e.deleting, uid)
+		}
+	}
+	for uid, r := range e.recent {
+		if now.Sub(r.at) > victimMemory {
+			delete(e.recent, uid)
+		}
+	}
+}
+
+// pendingVictims returns the node of the preemptor's last preemption if any
+// of its victims is still there (by stillThere); then the preemptor must
+// wait for them to go rather than preempt again.
+func (e *executor) pendingVictims(preemptor types.UID, stillThere func(node string, uid types.UID) bool) (string, bool) {
+	e.mu.Lock()
+	r, ok := e.recent[preemptor]
+	e.mu.Unlock()
+	if !ok || e.clock.Since(r.at) > victimMemory {
+		return "", false
+	}
+	for _, v := range r.victims {
+		if stillThere(r.node, v) {
+			return r.node, true
+		}
+	}
+	return "", false
+}
+
+// preempted reports whether a preemption is deleting the pod, or deleted it
+// recently.
+func (e *executor) preempted(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.deleting[uid]
+	return ok
 }

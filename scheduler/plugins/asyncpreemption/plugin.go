@@ -8,6 +8,7 @@ import (
 	policy "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -85,6 +86,12 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	if ok, msg := pl.PodEligibleToPreemptOthers(ctx, pod, m.Get(pod.Status.NominatedNodeName)); !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
 	}
+	// The victims of this pod's last preemption may still be in the
+	// scheduler's cache (the informer lags the deletes): preempting again
+	// would take more victims than needed. Their deletion events requeue it.
+	if node, waiting := pl.exec.pendingVictims(pod.UID, pl.stillOnNode); waiting {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: waiting for the victims preempted on node %s to leave", node))
+	}
 	all, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -124,6 +131,20 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	return framework.NewPostFilterResultWithNominatedNode(best.Name()), fwk.NewStatus(fwk.Success)
 }
 
+// stillOnNode reports whether the scheduler's snapshot still has the pod on node.
+func (pl *Plugin) stillOnNode(node string, uid types.UID) bool {
+	ni, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(node)
+	if err != nil {
+		return false
+	}
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
 // PreEnqueue keeps a preemptor out of the scheduling cycle while its
 // preemption's API work runs; the executor re-activates it when the work ends.
 func (pl *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
@@ -160,7 +181,22 @@ func (pl *Plugin) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, n
 // than the preemptor is a candidate victim, and an owner pod keeps its
 // reservation's protection. nodeInfo is the evaluator's copy.
 func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
-	if err := withVictimPriorities(klog.FromContext(ctx), nodeInfo); err != nil {
+	logger := klog.FromContext(ctx)
+	// Victims another preemption is deleting, or has deleted while the
+	// cache still shows them, are as good as gone: counting them again
+	// would take more victims than needed.
+	var gone []*v1.Pod
+	for _, pi := range nodeInfo.GetPods() {
+		if p := pi.GetPod(); pl.exec.preempted(p.UID) {
+			gone = append(gone, p)
+		}
+	}
+	for _, p := range gone {
+		if err := nodeInfo.RemovePod(logger, p); err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+	}
+	if err := withVictimPriorities(logger, nodeInfo); err != nil {
 		return nil, 0, fwk.AsStatus(err)
 	}
 	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, pdbs)

@@ -158,3 +158,67 @@ func TestFailedDeletesClearNominationAndRetry(t *testing.T) {
 		t.Error("no successful preemption in the metrics")
 	}
 }
+
+// TestSecondPreemptorWhileFirstInFlight covers KEP-4832's races: while a
+// first preemption's (slowed) deletes are in flight, a second pod of
+// higher, equal or lower priority arrives and preempts too. Both must end
+// up running, the second never takes the first's nominated room, the right
+// number of victims go, and none is deleted twice.
+func TestSecondPreemptorWhileFirstInFlight(t *testing.T) {
+	for name, tc := range map[string]struct {
+		class, cpu string
+		wantLeft   int
+	}{
+		"higher": {"higher", "2", 0},
+		"equal":  {"high", "2", 0},
+		"lower":  {"medium", "1", 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := schedtest.Setup(t)
+			e.CreateNodes(1, "4")
+			priorityClasses(t, e)
+			for name, value := range map[string]int32{"medium": 50, "higher": 200} {
+				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+				if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.StartScheduler(schedtest.GantryProfile)
+			h := helpers{e}
+			for i := range 4 {
+				create(t, e, pod(fmt.Sprintf("low-%d", i), "low", "1"))
+			}
+			for i := range 4 {
+				waitFor(t, "low pods scheduled", 30*time.Second, h.scheduled(fmt.Sprintf("low-%d", i)))
+			}
+			e.Faults.Delay(http.MethodDelete, "/pods/low-", 2*time.Second)
+			create(t, e, pod("first", "high", "2"))
+			waitFor(t, "first preemptor nominated", 10*time.Second, func(ctx context.Context) bool {
+				p, err := e.Client.CoreV1().Pods("default").Get(ctx, "first", metav1.GetOptions{})
+				return err == nil && p.Status.NominatedNodeName != ""
+			})
+			create(t, e, pod("second", tc.class, tc.cpu))
+
+			waitFor(t, "first preemptor scheduled", 60*time.Second, h.scheduled("first"))
+			waitFor(t, "second preemptor scheduled", 60*time.Second, h.scheduled("second"))
+			pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			left := 0
+			for _, p := range pods.Items {
+				if strings.HasPrefix(p.Name, "low-") {
+					left++
+				}
+			}
+			if left != tc.wantLeft {
+				t.Errorf("%d low-priority pods left, want %d", left, tc.wantLeft)
+			}
+			for i := range 4 {
+				if n := e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)); n > 1 {
+					t.Errorf("low-%d deleted %d times", i, n)
+				}
+			}
+		})
+	}
+}
