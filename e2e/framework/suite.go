@@ -35,6 +35,7 @@ const (
 	LabelNarrowing      = "narrowing"
 	LabelMetadataPolicy = "metadatapolicy"
 	LabelReservation    = "reservation"
+	LabelPreemption     = "preemption"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or

@@ -91,6 +91,13 @@ func (p *PodWrapper) OnNode(node string) *PodWrapper {
 	return p.RequiredTerms(Term(In(corev1.LabelHostname, node)))
 }
 
+// PriorityClass sets the pod's priorityClassName; admission fills in its
+// priority and preemptionPolicy from the class.
+func (p *PodWrapper) PriorityClass(name string) *PodWrapper {
+	p.Spec.PriorityClassName = name
+	return p
+}
+
 // NoGrace makes the pod go away at once when deleted.
 func (p *PodWrapper) NoGrace() *PodWrapper {
 	var zero int64

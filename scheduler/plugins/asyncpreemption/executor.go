@@ -43,7 +43,9 @@ type executor struct {
 	recent map[types.UID]recentPreemption
 	// failures counts consecutive failed preemptions per preemptor, for backoff.
 	failures map[types.UID]int
-	wg       sync.WaitGroup
+	// backoffUntil: preemptors PreEnqueue holds back after a failure.
+	backoffUntil map[types.UID]time.Time
+	wg           sync.WaitGroup
 	// reservations fails reservations chosen as victims; nil without
 	// Gantry's extended handle (then no reservation is ever a victim
 	// candidate with lower priority than its cached pod's).
@@ -54,7 +56,7 @@ func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *execu
 	return &executor{
 		fh: fh, timeout: timeout, sem: make(chan struct{}, maxConcurrent), clock: clock.RealClock{},
 		inflight: map[types.UID]bool{}, deleting: map[types.UID]time.Time{}, failures: map[types.UID]int{},
-		recent: map[types.UID]recentPreemption{},
+		recent: map[types.UID]recentPreemption{}, backoffUntil: map[types.UID]time.Time{},
 	}
 }
 
@@ -63,6 +65,21 @@ func (e *executor) running(uid types.UID) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.inflight[uid]
+}
+
+// backingOff reports whether the preemptor waits out the backoff of a failed
+// preemption. Clearing its nomination is an update other handlers react to
+// (upstream requeues pods of lower or equal priority as if a pod had been
+// deleted), so the gate, not the timer, is what holds it back.
+func (e *executor) backingOff(uid types.UID) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	until, ok := e.backoffUntil[uid]
+	if ok && !e.clock.Now().Before(until) {
+		delete(e.backoffUntil, uid)
+		return false
+	}
+	return ok
 }
 
 // start preempts victims on node for preemptor, asynchronously. The
@@ -91,6 +108,7 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 		defer cancel()
 		logger := klog.FromContext(ctx).WithValues("preemptor", klog.KObj(preemptor), "node", node)
 		began := e.clock.Now()
+		e.clearLowerNominations(ctx, logger, preemptor, node)
 		err := e.preemptAll(ctx, logger, preemptor, node, todo)
 		result := resultSuccess
 		switch {
@@ -196,6 +214,7 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 	if err != nil {
 		e.failures[preemptor.UID]++
 		backoff = min(time.Second<<(e.failures[preemptor.UID]-1), 10*time.Second)
+		e.backoffUntil[preemptor.UID] = now.Add(backoff)
 	} else {
 		delete(e.failures, preemptor.UID)
 	}
@@ -216,7 +235,12 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 		metav1.PatchOptions{}, "status"); perr != nil && !apierrors.IsNotFound(perr) {
 		logger.Error(perr, "Clearing the preemptor's nominated node")
 	}
-	e.clock.AfterFunc(backoff, func() { e.fh.Activate(logger, pods) })
+	e.clock.AfterFunc(backoff, func() {
+		e.mu.Lock()
+		delete(e.backoffUntil, preemptor.UID)
+		e.mu.Unlock()
+		e.fh.Activate(logger, pods)
+	})
 }
 
 // wait waits for every started preemption to finish (tests, shutdown).
@@ -316,4 +340,23 @@ func (e *executor) preempted(uid types.UID) bool {
 	defer e.mu.Unlock()
 	_, ok := e.deleting[uid]
 	return ok
+}
+
+// clearLowerNominations clears the nomination of lower-priority pods
+// nominated to node, as upstream does: they may no longer fit there, and
+// the update sends them back to the queue to find another place sooner.
+// Failing to clear one is not fatal to the preemption.
+func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string) {
+	prio := podPriority(preemptor)
+	patch := []byte(`{"status":{"nominatedNodeName":null}}`)
+	for _, pi := range e.fh.NominatedPodsForNode(node) {
+		p := pi.GetPod()
+		if p.UID == preemptor.UID || podPriority(p) >= prio {
+			continue
+		}
+		if _, err := e.fh.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch,
+			metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Clearing a lower-priority pod's nomination", "pod", klog.KObj(p))
+		}
+	}
 }

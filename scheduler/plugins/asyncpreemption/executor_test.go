@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -25,7 +26,8 @@ import (
 // fakeHandle is the part of the framework handle the executor uses.
 type fakeHandle struct {
 	fwk.Handle
-	client kubernetes.Interface
+	client    kubernetes.Interface
+	nominated []fwk.PodInfo
 
 	mu          sync.Mutex
 	activated   []string
@@ -160,12 +162,19 @@ func TestFailureClearsNominationAndBacksOff(t *testing.T) {
 	if len(activated) != 0 {
 		t.Errorf("re-activated before the backoff: %v", activated)
 	}
+	pl := &Plugin{exec: e.exec}
+	if st := pl.PreEnqueue(t.Context(), preemptor()); st.IsSuccess() {
+		t.Error("PreEnqueue let the preemptor through during its backoff (other events would requeue it at once)")
+	}
 	if e.exec.running("uid-high") {
 		t.Error("the preemptor is still gated after its preemption failed")
 	}
 	e.clock.Step(time.Second)
 	if activated, _ := e.h.snapshot(); len(activated) != 1 {
 		t.Errorf("after the backoff, activated %v, want the preemptor", activated)
+	}
+	if st := pl.PreEnqueue(t.Context(), preemptor()); !st.IsSuccess() {
+		t.Errorf("PreEnqueue after the backoff = %v, want success", st)
 	}
 }
 
@@ -210,5 +219,45 @@ func TestPreEnqueueGatesWhileInFlight(t *testing.T) {
 	e.exec.wait()
 	if st := pl.PreEnqueue(t.Context(), preemptor()); !st.IsSuccess() {
 		t.Errorf("PreEnqueue after the preemption = %v, want success", st)
+	}
+}
+
+func (h *fakeHandle) NominatedPodsForNode(string) []fwk.PodInfo { return h.nominated }
+
+// Lower-priority pods nominated to the target node lose their nomination,
+// as upstream does; higher ones keep it.
+func TestLowerNominationsCleared(t *testing.T) {
+	v := pod("v", 1)
+	lower := st.MakePod().Namespace("ns").Name("lower").UID("uid-lower").Priority(5).NominatedNodeName("n1").Obj()
+	higher := st.MakePod().Namespace("ns").Name("higher").UID("uid-higher").Priority(500).NominatedNodeName("n1").Obj()
+	e := newEnv(t, v, preemptor(), lower, higher)
+	for _, p := range []*v1.Pod{lower, higher} {
+		pi, _ := framework.NewPodInfo(p)
+		e.h.nominated = append(e.h.nominated, pi)
+	}
+	var cleared []string
+	var mu sync.Mutex
+	e.client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" {
+			mu.Lock()
+			cleared = append(cleared, a.(clienttesting.PatchAction).GetName())
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	e.exec.wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// "v" gets its DisruptionTarget condition through a status patch too.
+	want := map[string]bool{"lower": true, "v": true}
+	for _, name := range cleared {
+		if !want[name] {
+			t.Errorf("status of %s patched", name)
+		}
+		delete(want, name)
+	}
+	if want["lower"] {
+		t.Error("the lower-priority nomination was not cleared")
 	}
 }

@@ -151,6 +151,9 @@ func (pl *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
 	if pl.exec.running(pod.UID) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for this pod's preemption to finish")
 	}
+	if pl.exec.backingOff(pod.UID) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "backing off after this pod's preemption failed")
+	}
 	return nil
 }
 

@@ -1,0 +1,381 @@
+package preemption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gantry-dev/gantry/e2e/framework"
+	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+)
+
+// Priorities of the specs' classes: fillers are low or mid, preemptors high.
+const (
+	lowPriority  = 100
+	midPriority  = 200
+	highPriority = 1000
+)
+
+var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemption), ginkgo.Serial, func() {
+	f := framework.NewFramework("preemption")
+	t := newTester(f)
+
+	ginkgo.It("preempts only the lowest-priority pods a high-priority pod needs, marking them before deleting them", func(ctx ginkgo.SpecContext) {
+		node, other := t.nodes[0].Name, t.nodes[1].Name
+		low := t.priorityClass(ctx, "low", lowPriority, "")
+		mid := t.priorityClass(ctx, "mid", midPriority, "")
+		high := t.priorityClass(ctx, "high", highPriority, "")
+
+		ginkgo.By(fmt.Sprintf("filling %s with two low-priority and %d mid-priority one-CPU pods", node, t.cpus(node)-2))
+		lows := t.fill(ctx, node, low, "low", 2, nil)
+		mids := t.fill(ctx, node, mid, "mid", t.cpus(node)-2, nil)
+		bystander := t.fill(ctx, other, low, "bystander", 1, nil)
+
+		rec := t.record(ctx)
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
+		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		gomega.Expect(preemptor.Spec.Priority).To(gomega.HaveValue(gomega.BeEquivalentTo(highPriority)))
+		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
+		ginkgo.GinkgoWriter.Printf("nominations of the preemptor seen: %q\n", rec.nominations(preemptor.UID))
+
+		ginkgo.By("checking the two low-priority pods are gone and every other pod stays")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(names(t.gone(ctx, g, lows...))).To(gomega.ConsistOf(names(lows)))
+		}).Should(gomega.Succeed())
+		t.expectUntouched(ctx, gomega.Default, append(mids, bystander...)...)
+
+		ginkgo.By("checking each victim got the DisruptionTarget condition before its deletion")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			for _, v := range lows {
+				rec.expectMarkedThenDeleted(g, v)
+			}
+		}).Should(gomega.Succeed())
+
+		ginkgo.By("checking each victim has a Preempted event naming the preemptor and the node")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			for _, v := range lows {
+				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+					FieldSelector: fields.Set{"involvedObject.name": v.Name, "reason": "Preempted"}.String(),
+				})
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				g.Expect(events.Items).To(gomega.HaveLen(1), "Preempted events of victim %s", v.Name)
+				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring(string(preemptor.UID)))
+				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring(node))
+			}
+		}).Should(gomega.Succeed())
+
+		ginkgo.By("checking the metrics count one successful preemption of two victims")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			d := t.counters(ctx, g).since(before)
+			g.Expect(d.attempts).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+			g.Expect(d.victims).To(gomega.BeEquivalentTo(len(lows)), "moved by %s", d)
+			g.Expect(d.failed).To(gomega.BeZero(), "moved by %s", d)
+			g.Expect(d.cancelled).To(gomega.BeZero(), "moved by %s", d)
+		}).Should(gomega.Succeed())
+		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+	})
+
+	ginkgo.It("spares pods a PodDisruptionBudget protects and preempts on another node", func(ctx ginkgo.SpecContext) {
+		guardedNode, openNode := t.nodes[0].Name, t.nodes[1].Name
+		low := t.priorityClass(ctx, "low", lowPriority, "")
+		mid := t.priorityClass(ctx, "mid", midPriority, "")
+		high := t.priorityClass(ctx, "high", highPriority, "")
+
+		// Without the budget the guarded node would be chosen: its victims'
+		// highest priority is the lower one (upstream's second criterion,
+		// after the number of budget violations).
+		ginkgo.By(fmt.Sprintf("filling %s with low-priority pods and %s with mid-priority pods", guardedNode, openNode))
+		guarded := t.fill(ctx, guardedNode, low, "guarded", t.cpus(guardedNode), map[string]string{"app": "guarded"})
+		open := t.fill(ctx, openNode, mid, "open", t.cpus(openNode), map[string]string{"app": "open"})
+
+		// minAvailable, not maxUnavailable: the disruption controller counts
+		// the expected pods of a maxUnavailable budget from their
+		// controller's scale, and bare pods have none.
+		ginkgo.By("protecting the pods of " + guardedNode + " with a budget that allows no disruption")
+		pdbs := f.Client.PolicyV1().PodDisruptionBudgets(f.Namespace)
+		all := intstr.FromInt32(int32(len(guarded)))
+		_, err := pdbs.Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: "guarded"},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MinAvailable: &all,
+				Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}},
+			},
+		}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		expectBudget := func(g gomega.Gomega) {
+			pdb, err := pdbs.Get(ctx, "guarded", metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(pdb.Status.ObservedGeneration).To(gomega.Equal(pdb.Generation), "status not computed yet: %+v", pdb.Status)
+			g.Expect(pdb.Status.ExpectedPods).To(gomega.BeEquivalentTo(len(guarded)), "status: %+v", pdb.Status)
+			g.Expect(pdb.Status.CurrentHealthy).To(gomega.BeEquivalentTo(len(guarded)), "status: %+v", pdb.Status)
+			g.Expect(pdb.Status.DisruptionsAllowed).To(gomega.BeZero(), "status: %+v", pdb.Status)
+		}
+		framework.Eventually(ctx, expectBudget).Should(gomega.Succeed())
+
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that needs two CPUs of either node")
+		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
+			Requests("cpu", "2", "memory", "64Mi").RequiredTerms(Term(In(corev1.LabelHostname, guardedNode, openNode))))
+		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(openNode), "the preemptor did not go to the node without a budget")
+
+		ginkgo.By("checking two pods of " + openNode + " were preempted and every guarded pod is untouched")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(t.gone(ctx, g, open...)).To(gomega.HaveLen(2))
+		}).Should(gomega.Succeed())
+		t.expectUntouched(ctx, gomega.Default, guarded...)
+		expectBudget(gomega.Default)
+		d := t.counters(ctx, gomega.Default).since(before)
+		gomega.Expect(d.victims).To(gomega.BeEquivalentTo(2), "moved by %s", d)
+		gomega.Expect(d.failed+d.cancelled).To(gomega.BeZero(), "moved by %s", d)
+	})
+
+	ginkgo.It("leaves a pod with preemptionPolicy Never pending and preempts nothing", func(ctx ginkgo.SpecContext) {
+		node := t.nodes[0].Name
+		low := t.priorityClass(ctx, "low", lowPriority, "")
+		never := t.priorityClass(ctx, "high-never", highPriority, corev1.PreemptNever)
+		fillers := t.fill(ctx, node, low, "low", t.cpus(node), nil)
+
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that may not preempt and needs two CPUs of " + node)
+		p := t.createPod(ctx, MakePod("never", f.Namespace).PriorityClass(never).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(corev1.PreemptNever)))
+		t.waitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemptionPolicy=Never")
+		t.expectNoPreemption(ctx, p, fillers, before)
+	})
+
+	ginkgo.It("schedules a preemptor promptly when its victims are deleted by someone else first", func(ctx ginkgo.SpecContext) {
+		node := t.nodes[0].Name
+		low := t.priorityClass(ctx, "low", lowPriority, "")
+		high := t.priorityClass(ctx, "high", highPriority, "")
+		rec := t.record(ctx)
+		before := t.counters(ctx, gomega.Default)
+		rounds := []struct {
+			how          string
+			onNomination bool
+		}{
+			{how: "deleting them right after creating the preemptor"},
+			{how: "deleting them as soon as the preemptor is nominated", onNomination: true},
+			{how: "deleting them right after creating the preemptor, again"},
+		}
+		var preemptors []string
+		for i, r := range rounds {
+			ginkgo.By(fmt.Sprintf("round %d: filling %s with low-priority pods, creating a high-priority pod that needs two CPUs there, and %s", i, node, r.how))
+			fillers := t.fill(ctx, node, low, fmt.Sprintf("low-%d", i), t.cpus(node), nil)
+			roundBefore := t.counters(ctx, gomega.Default)
+			p := t.createPod(ctx, MakePod(fmt.Sprintf("preemptor-%d", i), f.Namespace).PriorityClass(high).
+				Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+			preemptors = append(preemptors, p.Name)
+			created := time.Now()
+			if r.onNomination {
+				gomega.Eventually(ctx, func() bool {
+					for _, ev := range rec.of(p.UID) {
+						if ev.pod.Status.NominatedNodeName != "" || ev.pod.Spec.NodeName != "" {
+							return true
+						}
+					}
+					return false
+				}).WithPolling(5*time.Millisecond).WithTimeout(promptly).Should(gomega.BeTrue(), "the preemptor was neither nominated nor bound")
+			}
+			t.deletePods(ctx, fillers...)
+			deleted := time.Since(created)
+			p = t.waitScheduled(ctx, p.Name)
+			took := time.Since(created)
+			gomega.Expect(p.Spec.NodeName).To(gomega.Equal(node))
+			gomega.Expect(took).To(gomega.BeNumerically("<", promptly), "the preemptor took %s to be bound", took)
+			ginkgo.GinkgoWriter.Printf("round %d: low-priority pods deleted %s after the preemptor's creation, preemptor bound after %s; nominations %q; counters moved by %s\n",
+				i, deleted.Round(time.Millisecond), took.Round(time.Millisecond), rec.nominations(p.UID), t.counters(ctx, gomega.Default).since(roundBefore))
+
+			ginkgo.By(fmt.Sprintf("round %d: emptying %s for the next round", i, node))
+			t.deletePods(ctx, p)
+			t.expectIdle(ctx)
+		}
+
+		ginkgo.By("checking preemption ran and no run of it failed")
+		d := t.counters(ctx, gomega.Default).since(before)
+		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s over %d rounds\n", d, len(rounds))
+		gomega.Expect(d.attempts).To(gomega.BeNumerically(">=", 1), "no preemptor ever went through PostFilter: the spec tested nothing (moved by %s)", d)
+		gomega.Expect(d.failed).To(gomega.BeZero(), "moved by %s", d)
+		gomega.Expect(d.cancelled).To(gomega.BeZero(), "moved by %s", d)
+		log, err := framework.ComponentLog(framework.SchedulerComponent)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		var failures []string
+		for _, line := range linesAbout(log, "Preemption failed") {
+			for _, name := range preemptors {
+				if strings.Contains(line, f.Namespace+"/"+name) {
+					failures = append(failures, line)
+				}
+			}
+		}
+		gomega.Expect(failures).To(gomega.BeEmpty(), "the scheduler logged failed preemptions")
+	})
+
+	ginkgo.It("does not preempt pods of the same priority", func(ctx ginkgo.SpecContext) {
+		node := t.nodes[0].Name
+		mid := t.priorityClass(ctx, "mid", midPriority, "")
+		fillers := t.fill(ctx, node, mid, "mid", t.cpus(node), nil)
+
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a pod of the same priority that needs two CPUs of " + node)
+		p := t.createPod(ctx, MakePod("peer", f.Namespace).PriorityClass(mid).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(corev1.PreemptLowerPriority)))
+		t.waitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemption: ")
+		t.expectNoPreemption(ctx, p, fillers, before)
+	})
+
+	ginkgo.It("clears the nomination of a preemptor whose victims cannot be deleted, retries it, and succeeds once they can", func(ctx ginkgo.SpecContext) {
+		high := t.priorityClass(ctx, "high", highPriority, "")
+		node, fillers, lift := t.undeletableNode(ctx)
+		rec := t.record(ctx)
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
+		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+
+		ginkgo.By("checking the preemption fails and is retried, and the nomination is cleared after a failure")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			d := t.counters(ctx, g).since(before)
+			g.Expect(d.failed).To(gomega.BeNumerically(">=", 2), "moved by %s", d)
+		}).Should(gomega.Succeed(), "the failed preemption was not retried")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(rec.nominations(preemptor.UID)).To(gomega.ContainElements(node, ""), "nominations seen")
+			g.Expect(clearedAfterNomination(rec.nominations(preemptor.UID), node)).To(gomega.BeTrue(),
+				"the nomination was never cleared: nominations seen %q", rec.nominations(preemptor.UID))
+		}).Should(gomega.Succeed())
+		d := t.counters(ctx, gomega.Default).since(before)
+		gomega.Expect(d.victims).To(gomega.BeZero(), "moved by %s", d)
+		gomega.Expect(d.success).To(gomega.BeZero(), "moved by %s", d)
+		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, preemptor.Name, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "the preemptor was bound on a full node")
+		gomega.Expect(t.gone(ctx, gomega.Default, fillers...)).To(gomega.BeEmpty(), "a pod was deleted despite the denial")
+		ginkgo.GinkgoWriter.Printf("while denied: counters moved by %s; nominations %q\n", d, rec.nominations(preemptor.UID))
+
+		ginkgo.By("lifting the denial")
+		lift(ctx)
+		lifted := time.Now()
+		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
+		ginkgo.GinkgoWriter.Printf("preemptor bound %s after the denial was lifted\n", time.Since(lifted).Round(time.Millisecond))
+
+		ginkgo.By("checking two low-priority pods were preempted and the metrics count them once")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(t.gone(ctx, g, fillers...)).To(gomega.HaveLen(2))
+		}).Should(gomega.Succeed())
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			d := t.counters(ctx, g).since(before)
+			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+			g.Expect(d.victims).To(gomega.BeEquivalentTo(2), "moved by %s", d)
+			g.Expect(d.cancelled).To(gomega.BeZero(), "moved by %s", d)
+		}).Should(gomega.Succeed())
+		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+	})
+
+	ginkgo.It("spaces the retries of a failing preemption by its backoff", func(ctx ginkgo.SpecContext) {
+		high := t.priorityClass(ctx, "high", highPriority, "")
+		node, _, _ := t.undeletableNode(ctx)
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
+		t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+
+		ginkgo.By("waiting for the first failed preemption")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(t.counters(ctx, g).since(before).failed).To(gomega.BeNumerically(">=", 1))
+		}).Should(gomega.Succeed())
+		// The executor retries after 1s, then 2s, 4s, … (10s at most): in
+		// the 2.5s after the first failure (seen up to one poll late) two
+		// more fail at most.
+		ginkgo.By(fmt.Sprintf("checking for %s that the retries wait for the backoff", backoffWindow))
+		gomega.Consistently(ctx, func(g gomega.Gomega) {
+			d := t.counters(ctx, g).since(before)
+			g.Expect(d.failed).To(gomega.BeNumerically("<=", 3),
+				"failed preemptions are retried without the backoff (1s, 2s, 4s, …): moved by %s", d)
+		}).WithPolling(100 * time.Millisecond).WithTimeout(backoffWindow).Should(gomega.Succeed())
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(t.counters(ctx, g).since(before).failed).To(gomega.BeNumerically(">=", 2))
+		}).Should(gomega.Succeed(), "the failed preemption was not retried")
+		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+	})
+})
+
+// expectNoPreemption checks that the scheduler's PostFilter ran for the
+// pending pod, and that, while it runs again (a pod deleted elsewhere
+// requeues the pod), the pod stays pending without a nomination and none of
+// others is touched, and no preemption runs.
+func (t *tester) expectNoPreemption(ctx context.Context, pending *corev1.Pod, others []*corev1.Pod, before counters) {
+	ginkgo.By("checking PostFilter ran for the pod")
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		g.Expect(t.counters(ctx, g).since(before).attempts).To(gomega.BeNumerically(">=", 1))
+	}).WithOffset(1).Should(gomega.Succeed())
+
+	ginkgo.By("requeueing the pod: a pod is bound to another node and deleted")
+	other := t.nodes[1].Name
+	nudge := t.createPod(ctx, MakePod("nudge", t.f.Namespace).Requests("cpu", "100m").OnNode(other))
+	t.waitPod(ctx, nudge.Name, framework.DefaultTimeout, func(g gomega.Gomega, p *corev1.Pod) {
+		g.Expect(p.Spec.NodeName).To(gomega.Equal(other))
+	})
+	t.deletePods(ctx, nudge)
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		g.Expect(t.counters(ctx, g).since(before).attempts).To(gomega.BeNumerically(">=", 2))
+	}).WithOffset(1).Should(gomega.Succeed(), "PostFilter did not run again for the requeued pod")
+
+	ginkgo.By(fmt.Sprintf("checking for %s that the pod stays pending and unnominated, and nothing is preempted", quiet))
+	gomega.Consistently(ctx, func(g gomega.Gomega) {
+		p, err := t.f.Client.CoreV1().Pods(pending.Namespace).Get(ctx, pending.Name, metav1.GetOptions{})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "the pod was bound")
+		g.Expect(p.Status.NominatedNodeName).To(gomega.BeEmpty(), "the pod was nominated")
+		t.expectUntouched(ctx, g, others...)
+		d := t.counters(ctx, g).since(before)
+		g.Expect(d.victims).To(gomega.BeZero(), "moved by %s", d)
+		g.Expect(d.success+d.failed+d.cancelled).To(gomega.BeZero(), "a preemption ran: moved by %s", d)
+	}).WithPolling(time.Second).WithTimeout(quiet).WithOffset(1).Should(gomega.Succeed())
+	ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+}
+
+// clearedAfterNomination: in the nominations seen, one to node is later
+// cleared.
+func clearedAfterNomination(nominations []string, node string) bool {
+	nominated := false
+	for _, n := range nominations {
+		switch {
+		case n == node:
+			nominated = true
+		case n == "" && nominated:
+			return true
+		}
+	}
+	return false
+}
+
+// backoffWindow is how long the backoff spec counts retries after the
+// first failure.
+const backoffWindow = 2500 * time.Millisecond
+
+// undeletableNode fills the first node with low-priority pods whose
+// deletion kube-apiserver denies until lift is called (also after the
+// spec); it returns the node, the pods and lift.
+func (t *tester) undeletableNode(ctx context.Context) (string, []*corev1.Pod, func(context.Context)) {
+	node := t.nodes[0].Name
+	low := t.priorityClass(ctx, "low", lowPriority, "")
+	fillers := t.fill(ctx, node, low, "low", t.cpus(node), map[string]string{undeletableLabel: "true"})
+	ginkgo.By("denying the deletion of the low-priority pods on " + node)
+	return node, fillers, t.denyDeletes(ctx)
+}
