@@ -40,6 +40,7 @@ type Extender struct {
 
 	debugScores atomic.Int32
 	nodeViews   func(name string) (any, error)
+	shared      map[string]any
 }
 
 type profileState struct {
@@ -56,7 +57,22 @@ func New() *Extender {
 		profiles: map[fwk.Handle]*profileState{},
 		services: newServiceMux(),
 		seen:     map[string]bool{},
+		shared:   map[string]any{},
 	}
+}
+
+// Shared returns the value stored under key, creating it with create the
+// first time: state that every instance of a plugin in this scheduler (one
+// per profile) shares, and that goes away with the scheduler.
+func (e *Extender) Shared(key string, create func() any) any {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, ok := e.shared[key]
+	if !ok {
+		v = create()
+		e.shared[key] = v
+	}
+	return v
 }
 
 // Wrap returns registry with every factory wrapped by the layer's proxy.

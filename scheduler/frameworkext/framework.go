@@ -47,18 +47,39 @@ func (f *extendedFramework) RunFilterPluginsWithNominatedPods(ctx context.Contex
 	return f.Framework.RunFilterPluginsWithNominatedPods(ctx, state, pod, info)
 }
 
+// scoreInputKey keeps, for Score, what the score hooks made of the nodes at
+// PreScore: the scheduler hands both the same list, so the hooks run once.
+const scoreInputKey fwk.StateKey = "gantry.dev/frameworkext-score-input"
+
+type scoreInput struct {
+	from  []fwk.NodeInfo // the list the scheduler passed
+	pod   *v1.Pod
+	nodes []fwk.NodeInfo
+}
+
+func (s *scoreInput) Clone() fwk.StateData { return s }
+
 func (f *extendedFramework) RunPreScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	from := nodes
 	pod, nodes, st := f.profile.beforeScore(ctx, state, pod, nodes)
 	if !st.IsSuccess() {
 		return st
+	}
+	if len(f.profile.score) > 0 {
+		state.Write(scoreInputKey, &scoreInput{from: from, pod: pod, nodes: nodes})
 	}
 	return f.Framework.RunPreScorePlugins(ctx, state, pod, nodes)
 }
 
 func (f *extendedFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
-	pod, nodes, st := f.profile.beforeScore(ctx, state, pod, nodes)
-	if !st.IsSuccess() {
-		return nil, st
+	if v, err := state.Read(scoreInputKey); err == nil && sameList(v.(*scoreInput).from, nodes) {
+		in := v.(*scoreInput)
+		pod, nodes = in.pod, in.nodes
+	} else {
+		var st *fwk.Status
+		if pod, nodes, st = f.profile.beforeScore(ctx, state, pod, nodes); !st.IsSuccess() {
+			return nil, st
+		}
 	}
 	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
 	if n := f.ext.DebugScores(); n > 0 && st.IsSuccess() {
@@ -91,4 +112,9 @@ func (ps *profileState) beforeScore(ctx context.Context, state fwk.CycleState, p
 		}
 	}
 	return pod, nodes, nil
+}
+
+// sameList reports whether a and b are the same slice (not merely equal).
+func sameList(a, b []fwk.NodeInfo) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }

@@ -59,8 +59,6 @@ type shared struct {
 	attachMu sync.Mutex
 }
 
-var sharedByExtender sync.Map // *frameworkext.Extender -> *shared
-
 // New builds the plugin; h must be an ExtendedHandle (Gantry's scheduler
 // wraps every Gantry plugin factory so that it is).
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -73,8 +71,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	v, _ := sharedByExtender.LoadOrStore(eh.Extender(), &shared{})
-	sh := v.(*shared)
+	sh := eh.Extender().Shared(Name, func() any { return &shared{} }).(*shared)
 	var setupErr error
 	sh.once.Do(func() {
 		sh.args = args
