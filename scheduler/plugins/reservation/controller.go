@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -73,7 +74,7 @@ func (c *statusController) Run(ctx context.Context) {
 		return
 	}
 	// Every reservation gets a first look: expiry timers live in memory.
-	if all, err := c.reservation.List(labelsEverything()); err == nil {
+	if all, err := c.reservation.List(labels.Everything()); err == nil {
 		for _, r := range all {
 			c.queue.Add(r.Name)
 		}

@@ -3,8 +3,6 @@ package reservation
 import (
 	"net/http"
 
-	"k8s.io/apimachinery/pkg/labels"
-
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
@@ -16,5 +14,3 @@ func (pl *Plugin) RegisterEndpoints(r frameworkext.Router) {
 		frameworkext.WriteJSON(w, http.StatusOK, pl.store.onNode(req.PathValue("node")))
 	})
 }
-
-func labelsEverything() labels.Selector { return labels.Everything() }
