@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -359,4 +360,15 @@ func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger
 			logger.Error(err, "Clearing a lower-priority pod's nomination", "pod", klog.KObj(p))
 		}
 	}
+}
+
+// preemptedNow copies the set of victims being, or recently, preempted.
+func (e *executor) preemptedNow() sets.Set[types.UID] {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make(sets.Set[types.UID], len(e.deleting))
+	for uid := range e.deleting {
+		out.Insert(uid)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -114,6 +115,9 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
+	// Victim selection runs for many nodes in parallel: it reads one copy of
+	// the victims already being preempted rather than the executor's lock.
+	state.Write(preemptedKey, &preemptedSet{uids: pl.exec.preemptedNow()})
 	offset, num := pl.GetOffsetAndNumCandidates(int32(len(potential)))
 	candidates, _, err := pl.ev.DryRunPreemption(ctx, state, pod, potential, pdbs, offset, num)
 	if err != nil && len(candidates) == 0 {
@@ -130,6 +134,13 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	pl.exec.start(pod, best.Name(), best.Victims().Pods)
 	return framework.NewPostFilterResultWithNominatedNode(best.Name()), fwk.NewStatus(fwk.Success)
 }
+
+const preemptedKey fwk.StateKey = Name + "/preempted"
+
+// preemptedSet is the executor's victims as one PostFilter saw them.
+type preemptedSet struct{ uids sets.Set[types.UID] }
+
+func (p *preemptedSet) Clone() fwk.StateData { return p }
 
 // stillOnNode reports whether the scheduler's snapshot still has the pod on node.
 func (pl *Plugin) stillOnNode(node string, uid types.UID) bool {
@@ -188,9 +199,14 @@ func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState,
 	// Victims another preemption is deleting, or has deleted while the
 	// cache still shows them, are as good as gone: counting them again
 	// would take more victims than needed.
+	isPreempted := pl.exec.preempted
+	if v, err := state.Read(preemptedKey); err == nil {
+		set := v.(*preemptedSet).uids
+		isPreempted = func(uid types.UID) bool { return set.Has(uid) }
+	}
 	var gone []*v1.Pod
 	for _, pi := range nodeInfo.GetPods() {
-		if p := pi.GetPod(); pl.exec.preempted(p.UID) {
+		if p := pi.GetPod(); isPreempted(p.UID) {
 			gone = append(gone, p)
 		}
 	}
