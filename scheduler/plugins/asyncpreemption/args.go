@@ -1,14 +1,13 @@
 package asyncpreemption
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	kjson "sigs.k8s.io/json"
+
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
 // Args configure AsyncPreemption (pluginConfig name: AsyncPreemption).
@@ -38,7 +37,7 @@ const (
 // DecodeArgs decodes, defaults and validates the plugin's args.
 func DecodeArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
-	if err := decodeStrict(obj, args); err != nil {
+	if err := frameworkext.DecodeArgs(obj, args); err != nil {
 		return nil, fmt.Errorf("decoding %s args: %w", Name, err)
 	}
 	SetDefaults(args)
@@ -85,23 +84,4 @@ func Validate(a *Args) error {
 		return fmt.Errorf("%s args: minCandidateNodesPercentage and minCandidateNodesAbsolute must not both be zero", Name)
 	}
 	return nil
-}
-
-// decodeStrict decodes the args of the scheduler configuration, refusing
-// unknown fields: a misspelt option must not silently keep its default.
-func decodeStrict(obj runtime.Object, into any) error {
-	switch o := obj.(type) {
-	case nil:
-		return nil
-	case *runtime.Unknown:
-		strict, err := kjson.UnmarshalStrict(o.Raw, into)
-		if err != nil {
-			return err
-		}
-		if len(strict) > 0 {
-			return errors.Join(strict...)
-		}
-		return nil
-	}
-	return frameworkruntime.DecodeInto(obj, into)
 }

@@ -1,14 +1,13 @@
 package reservation
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	kjson "sigs.k8s.io/json"
+
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
 // Args configure the Reservation plugin (pluginConfig name: Reservation).
@@ -25,7 +24,7 @@ const DefaultTerminalReservationTTL = 10 * time.Minute
 // DecodeArgs decodes, defaults and validates the plugin's args.
 func DecodeArgs(obj runtime.Object) (*Args, error) {
 	args := &Args{}
-	if err := decodeStrict(obj, args); err != nil {
+	if err := frameworkext.DecodeArgs(obj, args); err != nil {
 		return nil, fmt.Errorf("decoding %s args: %w", Name, err)
 	}
 	if args.TerminalReservationTTL == nil {
@@ -35,23 +34,4 @@ func DecodeArgs(obj runtime.Object) (*Args, error) {
 		return nil, fmt.Errorf("%s args: terminalReservationTTL must not be negative, got %v", Name, args.TerminalReservationTTL.Duration)
 	}
 	return args, nil
-}
-
-// decodeStrict decodes the args of the scheduler configuration, refusing
-// unknown fields: a misspelt option must not silently keep its default.
-func decodeStrict(obj runtime.Object, into any) error {
-	switch o := obj.(type) {
-	case nil:
-		return nil
-	case *runtime.Unknown:
-		strict, err := kjson.UnmarshalStrict(o.Raw, into)
-		if err != nil {
-			return err
-		}
-		if len(strict) > 0 {
-			return errors.Join(strict...)
-		}
-		return nil
-	}
-	return frameworkruntime.DecodeInto(obj, into)
 }
