@@ -107,3 +107,30 @@ func DumpNamespace(ctx context.Context, c kubernetes.Interface, ns, dir string) 
 	}
 	return firstErr
 }
+
+// DeletePods deletes every pod of the spec's namespace at once (no grace
+// period) and waits until they are gone, so the next spec starts on an
+// empty cluster.
+func (f *Framework) DeletePods(ctx context.Context) {
+	Eventually(ctx, func(g gomega.Gomega) {
+		pods := f.Client.CoreV1().Pods(f.Namespace)
+		zero := int64(0)
+		g.Expect(pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})).To(gomega.Succeed())
+		list, err := pods.List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(list.Items).To(gomega.BeEmpty())
+	}).Should(gomega.Succeed(), "deleting the spec's pods")
+}
+
+// WriteSpecArtifact writes data as file into the current spec's artifacts;
+// a failure to write is reported, not fatal.
+func WriteSpecArtifact(file string, data []byte) {
+	dir := SpecArtifacts()
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
+	}
+	if err != nil {
+		ginkgo.GinkgoWriter.Printf("writing artifact %s: %v\n", file, err)
+	}
+}

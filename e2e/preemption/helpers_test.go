@@ -3,8 +3,6 @@ package preemption
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -127,33 +125,13 @@ func (t *tester) cleanup(ctx ginkgo.SpecContext) {
 		t.dump(ctx)
 		return
 	}
-	t.deleteAll(ctx)
-}
-
-// deleteAll deletes every pod of the spec and waits until they are gone.
-func (t *tester) deleteAll(ctx context.Context) {
-	framework.Eventually(ctx, func(g gomega.Gomega) {
-		pods := t.f.Client.CoreV1().Pods(t.f.Namespace)
-		g.Expect(pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})).To(gomega.Succeed())
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		g.Expect(list.Items).To(gomega.BeEmpty())
-	}).Should(gomega.Succeed(), "deleting the spec's pods")
+	t.f.DeletePods(ctx)
 }
 
 // dump writes the scheduler's preemption metrics, and the lines of its log
 // about the spec's namespace, into the spec's artifacts.
 func (t *tester) dump(ctx context.Context) {
-	dir := framework.SpecArtifacts()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		ginkgo.GinkgoWriter.Printf("dumping the scheduler's view: %v\n", err)
-		return
-	}
-	write := func(file, text string) {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(text), 0o644); err != nil {
-			ginkgo.GinkgoWriter.Printf("writing %s: %v\n", file, err)
-		}
-	}
+	write := func(file, text string) { framework.WriteSpecArtifact(file, []byte(text)) }
 	if m, err := framework.SchedulerMetrics(ctx); err == nil {
 		var lines []string
 		for k, v := range m {
@@ -167,7 +145,7 @@ func (t *tester) dump(ctx context.Context) {
 	if log, err := framework.ComponentLog(framework.SchedulerComponent); err == nil {
 		write("kube-scheduler.log", strings.Join(linesAbout(log, t.f.Namespace+"/"), "\n")+"\n")
 	}
-	ginkgo.GinkgoWriter.Printf("scheduler metrics and log lines of the spec written to %s\n", dir)
+	ginkgo.GinkgoWriter.Printf("scheduler metrics and log lines of the spec written to %s\n", framework.SpecArtifacts())
 }
 
 // linesAbout returns the lines of log that contain s.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -114,31 +112,19 @@ func (t *tester) cleanup(ctx ginkgo.SpecContext) {
 	bg := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	gomega.Expect(apps.Deployments(t.f.Namespace).DeleteCollection(ctx, bg, metav1.ListOptions{})).To(gomega.Succeed())
 	gomega.Expect(apps.ReplicaSets(t.f.Namespace).DeleteCollection(ctx, bg, metav1.ListOptions{})).To(gomega.Succeed())
-	framework.Eventually(ctx, func(g gomega.Gomega) {
-		pods := t.f.Client.CoreV1().Pods(t.f.Namespace)
-		g.Expect(pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})).To(gomega.Succeed())
-		list, err := pods.List(ctx, metav1.ListOptions{})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		g.Expect(list.Items).To(gomega.BeEmpty())
-	}).Should(gomega.Succeed(), "deleting the spec's pods")
+	t.f.DeletePods(ctx)
 }
 
 // dump writes every reservation and the scheduler's views of every node
 // into the spec's artifacts.
 func (t *tester) dump(ctx context.Context) {
-	dir := framework.SpecArtifacts()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		ginkgo.GinkgoWriter.Printf("dumping reservations: %v\n", err)
-		return
-	}
 	write := func(file string, v any) {
 		data, err := json.MarshalIndent(v, "", "  ")
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, file), data, 0o644)
-		}
 		if err != nil {
 			ginkgo.GinkgoWriter.Printf("writing %s: %v\n", file, err)
+			return
 		}
+		framework.WriteSpecArtifact(file, data)
 	}
 	if rs, err := t.rsv.List(ctx, metav1.ListOptions{}); err == nil {
 		write("reservations.json", rs)
@@ -153,7 +139,7 @@ func (t *tester) dump(ctx context.Context) {
 		views[n.Name] = map[string]any{"node": v, "nodeErr": errString(err), "nodeReservations": nrs, "nodeReservationsErr": errString(nerr)}
 	}
 	write("scheduler-views.json", views)
-	ginkgo.GinkgoWriter.Printf("reservations and scheduler views written to %s\n", dir)
+	ginkgo.GinkgoWriter.Printf("reservations and scheduler views written to %s\n", framework.SpecArtifacts())
 }
 
 func errString(err error) string {
