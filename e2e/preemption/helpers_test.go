@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
@@ -552,4 +553,35 @@ func (t *tester) createPodIfGone(ctx context.Context, g gomega.Gomega, p *corev1
 	}, metav1.CreateOptions{})
 	g.Expect(err).NotTo(gomega.HaveOccurred(), "creating pod %s again", p.Name)
 	return live
+}
+
+// createReservation creates a reservation named after the spec and deletes
+// it after the spec.
+func (t *tester) createReservation(ctx context.Context, r *ReservationWrapper) *schedv1alpha1.Reservation {
+	gc, err := framework.GantryClient()
+	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
+	rsv := gc.SchedulingV1alpha1().Reservations()
+	r.Name = t.f.Namespace + "-" + r.Name
+	r.Label(specLabel, t.f.Namespace)
+	created, err := rsv.Create(ctx, r.Obj(), metav1.CreateOptions{})
+	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred(), "creating reservation %s", r.Name)
+	ginkgo.DeferCleanup(func(ctx context.Context) {
+		if err := rsv.Delete(ctx, created.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting reservation %s", created.Name)
+		}
+	})
+	return created
+}
+
+// waitReservationPhase waits until the reservation is in phase and returns it.
+func (t *tester) waitReservationPhase(ctx context.Context, name string, phase schedv1alpha1.ReservationPhase) *schedv1alpha1.Reservation {
+	gc, err := framework.GantryClient()
+	gomega.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
+	var r *schedv1alpha1.Reservation
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		r, err = gc.SchedulingV1alpha1().Reservations().Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(r.Status.Phase).To(gomega.Equal(phase), "reservation %s: conditions %v", name, r.Status.Conditions)
+	}).WithOffset(1).Should(gomega.Succeed(), "reservation %s", name)
+	return r
 }

@@ -3,6 +3,7 @@ package preemption
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,10 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
 )
@@ -142,6 +145,84 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		d := t.counters(ctx, gomega.Default).since(before)
 		gomega.Expect(d.victims).To(gomega.BeEquivalentTo(2), "moved by %s", d)
 		gomega.Expect(d.failed+d.cancelled).To(gomega.BeZero(), "moved by %s", d)
+	})
+
+	ginkgo.It("preempts a lower-priority Available reservation, which becomes Failed with reason Preempted", func(ctx ginkgo.SpecContext) {
+		node := t.nodes[0].Name
+		high := t.priorityClass(ctx, "high", highPriority, "")
+
+		ginkgo.By(fmt.Sprintf("reserving %d CPUs of %s at low priority and one above the preemptor's, for pods that never come", t.cpus(node)-1, node))
+		r := t.createReservation(ctx, MakeReservation("low", "cpu", fmt.Sprint(t.cpus(node)-1), "memory", "64Mi").
+			Priority(lowPriority).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
+		t.waitReservationPhase(ctx, r.Name, schedv1alpha1.ReservationAvailable)
+		guarded := t.createReservation(ctx, MakeReservation("guarded", "cpu", "1", "memory", "64Mi").
+			Priority(highPriority+1).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
+		t.waitReservationPhase(ctx, guarded.Name, schedv1alpha1.ReservationAvailable)
+
+		before := t.counters(ctx, gomega.Default)
+		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
+		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
+			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
+
+		ginkgo.By("checking the low-priority reservation is Failed, Preempted by the pod, and the other one stays")
+		failed := t.waitReservationPhase(ctx, r.Name, schedv1alpha1.ReservationFailed)
+		c := meta.FindStatusCondition(failed.Status.Conditions, schedv1alpha1.ConditionReady)
+		gomega.Expect(c).NotTo(gomega.BeNil())
+		gomega.Expect(c.Reason).To(gomega.Equal(schedv1alpha1.ReasonPreempted))
+		gomega.Expect(c.Message).To(gomega.ContainSubstring(f.Namespace + "/" + preemptor.Name))
+		gc, err := framework.GantryClient()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Consistently(ctx, func(g gomega.Gomega) {
+			got, err := gc.SchedulingV1alpha1().Reservations().Get(ctx, guarded.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(got.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable), "conditions %v", got.Status.Conditions)
+		}).WithTimeout(3 * time.Second).Should(gomega.Succeed())
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			d := t.counters(ctx, g).since(before)
+			g.Expect(d.victims).To(gomega.BeEquivalentTo(1), "moved by %s", d)
+			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+		}).Should(gomega.Succeed())
+	})
+
+	ginkgo.It("lets a pending high-priority reservation preempt the lower-priority pods it needs", func(ctx ginkgo.SpecContext) {
+		node := t.nodes[0].Name
+		low := t.priorityClass(ctx, "low", lowPriority, "")
+		ginkgo.By(fmt.Sprintf("filling %s with %d low-priority one-CPU pods", node, t.cpus(node)))
+		lows := t.fill(ctx, node, low, "low", t.cpus(node), nil)
+
+		rec := t.record(ctx)
+		ginkgo.By("reserving two CPUs of " + node + " at high priority")
+		r := t.createReservation(ctx, MakeReservation("high", "cpu", "2", "memory", "64Mi").
+			Priority(highPriority).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "someone"))
+		placed := t.waitReservationPhase(ctx, r.Name, schedv1alpha1.ReservationAvailable)
+		gomega.Expect(placed.Status.NodeName).To(gomega.Equal(node))
+
+		ginkgo.By("checking exactly two low-priority pods were preempted, marked then deleted, with events naming the reservation")
+		var victims []*corev1.Pod
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			victims = t.gone(ctx, g, lows...)
+			g.Expect(victims).To(gomega.HaveLen(2))
+		}).Should(gomega.Succeed())
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			for _, v := range victims {
+				rec.expectMarkedThenDeleted(g, v)
+				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+					FieldSelector: fields.Set{"involvedObject.name": v.Name, "reason": "Preempted"}.String(),
+				})
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				g.Expect(events.Items).To(gomega.HaveLen(1), "Preempted events of victim %s", v.Name)
+				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring("reservation " + r.Name))
+			}
+		}).Should(gomega.Succeed())
+		var kept []*corev1.Pod
+		for _, p := range lows {
+			if !slices.Contains(names(victims), p.Name) {
+				kept = append(kept, p)
+			}
+		}
+		t.expectUntouched(ctx, gomega.Default, kept...)
 	})
 
 	ginkgo.It("leaves a pod with preemptionPolicy Never pending and preempts nothing", func(ctx ginkgo.SpecContext) {

@@ -144,6 +144,14 @@ type ReservationTemplate struct {
 	// +optional
 	Priority *int32 `json:"priority,omitempty"`
 
+	// PreemptionPolicy, as a pod's: whether the pending reservation may
+	// preempt pods (and Available reservations) of lower priority to be
+	// placed. Default PreemptLowerPriority; the profile must run Gantry's
+	// AsyncPreemption, which knows reservations, else it never preempts.
+	// +kubebuilder:validation:Enum=PreemptLowerPriority;Never
+	// +optional
+	PreemptionPolicy *corev1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+
 	// SchedulerName is the scheduler profile that places the reservation; it
 	// must enable the Reservation plugin.
 	// +kubebuilder:default=default-scheduler

@@ -78,3 +78,18 @@ func (r *ReservationWrapper) AllocateOnce(once bool) *ReservationWrapper {
 	r.Spec.AllocateOnce = ptr.To(once)
 	return r
 }
+
+// Priority sets the reservation's priority.
+func (r *ReservationWrapper) Priority(p int32) *ReservationWrapper {
+	r.Spec.Template.Priority = ptr.To(p)
+	return r
+}
+
+// NodeSelector adds a node selector term of the template.
+func (r *ReservationWrapper) NodeSelector(k, v string) *ReservationWrapper {
+	if r.Spec.Template.NodeSelector == nil {
+		r.Spec.Template.NodeSelector = map[string]string{}
+	}
+	r.Spec.Template.NodeSelector[k] = v
+	return r
+}

@@ -185,6 +185,12 @@ func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor
 	}
 	victims.Inc()
 	logger.V(2).Info("Preempted victim", "victim", klog.KObj(victim))
+	if reservation.IsReservePod(preemptor) {
+		// The related object must exist: a reservation is no Pod.
+		e.fh.EventRecorder().Eventf(victim, nil, v1.EventTypeNormal, "Preempted", "Preempting",
+			"Preempted by reservation %s on node %s", preemptor.Name, node)
+		return nil
+	}
 	e.fh.EventRecorder().Eventf(victim, preemptor, v1.EventTypeNormal, "Preempted", "Preempting",
 		"Preempted by pod %s on node %s", preemptor.UID, node)
 	return nil
@@ -228,12 +234,9 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 		return
 	}
 	logger.Error(err, "Preemption failed; clearing the nomination and retrying after a backoff", "backoff", backoff)
-	e.fh.DeleteNominatedPodIfExists(preemptor)
 	ctx, cancel := context.WithTimeout(context.Background(), e.timeout)
 	defer cancel()
-	patch := []byte(`{"status":{"nominatedNodeName":null}}`)
-	if _, perr := e.fh.ClientSet().CoreV1().Pods(preemptor.Namespace).Patch(ctx, preemptor.Name, types.MergePatchType, patch,
-		metav1.PatchOptions{}, "status"); perr != nil && !apierrors.IsNotFound(perr) {
+	if perr := e.clearNomination(ctx, preemptor); perr != nil {
 		logger.Error(perr, "Clearing the preemptor's nominated node")
 	}
 	e.clock.AfterFunc(backoff, func() {
@@ -242,6 +245,22 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 		e.mu.Unlock()
 		e.fh.Activate(logger, pods)
 	})
+}
+
+// clearNomination clears pod's nomination in memory and in its status. A
+// reservation's pod is nominated in memory only.
+func (e *executor) clearNomination(ctx context.Context, p *v1.Pod) error {
+	if reservation.IsReservePod(p) {
+		reservation.ClearNomination(e.fh, p.UID)
+		return nil
+	}
+	e.fh.DeleteNominatedPodIfExists(p)
+	patch := []byte(`{"status":{"nominatedNodeName":null}}`)
+	_, err := e.fh.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // wait waits for every started preemption to finish (tests, shutdown).
@@ -349,15 +368,20 @@ func (e *executor) preempted(uid types.UID) bool {
 // Failing to clear one is not fatal to the preemption.
 func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string) {
 	prio := podPriority(preemptor)
-	patch := []byte(`{"status":{"nominatedNodeName":null}}`)
+	nominees := reservation.NominatedOn(e.fh, node)
 	for _, pi := range e.fh.NominatedPodsForNode(node) {
-		p := pi.GetPod()
+		nominees = append(nominees, pi.GetPod())
+	}
+	for _, p := range nominees {
 		if p.UID == preemptor.UID || podPriority(p) >= prio {
 			continue
 		}
-		if _, err := e.fh.ClientSet().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch,
-			metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+		if err := e.clearNomination(ctx, p); err != nil {
 			logger.Error(err, "Clearing a lower-priority pod's nomination", "pod", klog.KObj(p))
+		}
+		if reservation.IsReservePod(p) {
+			// No status update will requeue it: it looks for another place now.
+			e.fh.Activate(logger, map[string]*v1.Pod{p.Name: p})
 		}
 	}
 }

@@ -79,11 +79,15 @@ func (pl *Plugin) Name() string { return Name }
 func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	attempts.Inc()
 	logger := klog.FromContext(ctx)
-	latest, err := pl.ev.PodLister.Pods(pod.Namespace).Get(pod.Name)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: preemptor is gone: %v", err))
+	// A pending reservation's pod is rebuilt from the reservation for each
+	// cycle: it is current and is no Pod to look up.
+	if !reservation.IsReservePod(pod) {
+		latest, err := pl.ev.PodLister.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: preemptor is gone: %v", err))
+		}
+		pod = latest
 	}
-	pod = latest
 	if ok, msg := pl.PodEligibleToPreemptOthers(ctx, pod, m.Get(pod.Status.NominatedNodeName)); !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: "+msg)
 	}

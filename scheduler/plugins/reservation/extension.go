@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
@@ -37,11 +38,18 @@ func readState(state fwk.CycleState) *cycleState {
 // PreFilter finds the reservations the pod owns. Pods that own none (and
 // reservations themselves) skip the plugin for the rest of the cycle.
 func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if byNode := pl.store.nominatedFor(pod); byNode != nil {
+		state.Write(nominatedKey, &nominatedState{byNode: byNode})
+	}
 	if isReservePod(pod) {
-		// A pending reservation waits for capacity: no PostFilter (upstream
-		// preemption) runs for it, which would also look it up as a pod.
-		if cs, ok := state.(interface{ SetSkipAllPostFilterPlugins(bool) }); ok {
-			cs.SetSkipAllPostFilterPlugins(true)
+		// A pending reservation preempts, as a pod does, only where its
+		// profile's PostFilter knows reservations; elsewhere, or with
+		// preemptionPolicy Never, it waits for capacity.
+		never := pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever
+		if never || !pl.shared.mayPreempt(pod.Spec.SchedulerName) {
+			if cs, ok := state.(interface{ SetSkipAllPostFilterPlugins(bool) }); ok {
+				cs.SetSkipAllPostFilterPlugins(true)
+			}
 		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -56,30 +64,55 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 // PreFilterExtensions: the plugin has no Filter, so preemption has nothing to update.
 func (pl *Plugin) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
+const nominatedKey fwk.StateKey = Name + "/nominated"
+
+// nominatedState is, for one cycle, the preempting reservations the pod
+// must leave room for, by node.
+type nominatedState struct{ byNode map[string][]*v1.Pod }
+
+func (n *nominatedState) Clone() fwk.StateData { return n }
+
 // BeforeFilter gives an owner pod, on a node holding one of its
 // reservations, a copy of the node without that reservation: the in-tree
 // filters then see the reserved capacity as the owner's. Of several
 // reservations on one node, the first (by name) whose remaining capacity
-// holds the whole pod is used, else the first one.
+// holds the whole pod is used, else the first one. On a node where a
+// reservation of at least the pod's priority waits for its victims to
+// leave, the filters see that reservation as placed.
 func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (*v1.Pod, fwk.NodeInfo, bool, *fwk.Status) {
-	cs := readState(state)
-	if cs == nil || ni.Node() == nil {
+	if ni.Node() == nil {
 		return nil, nil, false, nil
 	}
 	node := ni.Node().Name
-	cands := cs.candidates[node]
-	if len(cands) == 0 {
+	out, changed := ni, false
+	if cs := readState(state); cs != nil && len(cs.candidates[node]) > 0 {
+		c := choose(cs.candidates[node], cs.requests)
+		adjusted := ni.Snapshot()
+		if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
+			// The snapshot predates the reservation's arrival in the cache:
+			// the node already shows the capacity as free.
+			adjusted = ni
+		}
+		cs.chosen.set(node, c, adjusted)
+		out, changed = adjusted, true
+	}
+	if v, err := state.Read(nominatedKey); err == nil {
+		if nominees := v.(*nominatedState).byNode[node]; len(nominees) > 0 {
+			withNominees := out.Snapshot()
+			for _, p := range nominees {
+				pi, err := framework.NewPodInfo(p)
+				if err != nil {
+					return nil, nil, false, fwk.AsStatus(err)
+				}
+				withNominees.AddPodInfo(pi)
+			}
+			out, changed = withNominees, true
+		}
+	}
+	if !changed {
 		return nil, nil, false, nil
 	}
-	c := choose(cands, cs.requests)
-	adjusted := ni.Snapshot()
-	if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
-		// The snapshot predates the reservation's arrival in the cache:
-		// the node already shows the capacity as free.
-		adjusted = ni
-	}
-	cs.chosen.set(node, c, adjusted)
-	return pod, adjusted, true, nil
+	return pod, out, true, nil
 }
 
 func choose(cands []candidate, req v1.ResourceList) *candidate {
@@ -146,6 +179,11 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve claims the chosen reservation on the selected node for an owner
 // pod, so that its capacity is not counted twice while the pod binds.
 func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
+	if isReservePod(pod) {
+		// Placed (assumed): it no longer waits for a preemption's victims.
+		pl.store.nominate(pod.UID, "")
+		return nil
+	}
 	cs := readState(state)
 	if cs == nil {
 		return nil

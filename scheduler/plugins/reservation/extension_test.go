@@ -6,8 +6,12 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
 // nodeInfoFromCache is the node as a scheduling cycle's snapshot holds it.
@@ -113,5 +117,70 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 	}
 	if st := pl.Bind(ctx, framework.NewCycleState(), nonOwner, "n1"); st.Code() != fwk.Skip {
 		t.Errorf("Bind of a real pod = %v, want Skip", st)
+	}
+}
+
+func TestPreemptingReservationIsNominated(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	prio := func(v int32) resvOpt {
+		return func(r *schedv1alpha1.Reservation) { r.Spec.Template.Priority = &v }
+	}
+	never := func(r *schedv1alpha1.Reservation) {
+		p := v1.PreemptNever
+		r.Spec.Template.PreemptionPolicy = &p
+	}
+	big := makeReservation("big", "2", prio(100))
+	f.store.upsert(big)
+	sh := &shared{store: f.store}
+	preempting := sets.New(v1.DefaultSchedulerName)
+	sh.preempting.Store(&preempting)
+	pl := &Plugin{store: f.store, shared: sh}
+	ctx := context.Background()
+
+	for name, r := range map[string]*schedv1alpha1.Reservation{"default policy": big, "Never": makeReservation("calm", "1", prio(100), never)} {
+		state := framework.NewCycleState()
+		pl.PreFilter(ctx, state, reservePod(r), nil)
+		if got, want := state.ShouldSkipAllPostFilterPlugins(), name == "Never"; got != want {
+			t.Errorf("%s: PostFilter skipped = %v, want %v", name, got, want)
+		}
+	}
+
+	f.store.nominate(big.UID, "n1")
+	filtered := func(p *v1.Pod) int64 {
+		state := framework.NewCycleState()
+		pl.PreFilter(ctx, state, p, nil)
+		_, ni, ok, _ := pl.BeforeFilter(ctx, state, p, f.nodeInfo("n1"))
+		if !ok {
+			return f.nodeInfo("n1").GetRequested().GetMilliCPU()
+		}
+		return ni.GetRequested().GetMilliCPU()
+	}
+	lower := st.MakePod().Namespace("ns").Name("lower").UID("lower").Priority(50).Obj()
+	higher := st.MakePod().Namespace("ns").Name("higher").UID("higher").Priority(200).Obj()
+	if got := filtered(lower); got != 2000 {
+		t.Errorf("a lower-priority pod's filters see %dm requested on n1, want the nominated reservation's 2000m", got)
+	}
+	if got := filtered(higher); got != 0 {
+		t.Errorf("a higher-priority pod's filters see %dm requested on n1, want 0", got)
+	}
+	if got := filtered(reservePod(big)); got != 0 {
+		t.Errorf("the nominated reservation counts itself: %dm", got)
+	}
+	if got := NominatedOn(nil, "n1"); got != nil {
+		t.Errorf("NominatedOn without Gantry's handle = %v", got)
+	}
+
+	// Placed: the nomination ends.
+	if st := pl.Reserve(ctx, framework.NewCycleState(), reservePod(big), "n1"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if got := filtered(lower); got != 0 {
+		t.Errorf("after Reserve, the nomination still holds %dm", got)
+	}
+	// An Available (or deleted) reservation cannot be nominated.
+	f.store.upsert(makeReservation("big", "2", prio(100), available("n1")))
+	f.store.nominate(big.UID, "n1")
+	if n := len(f.store.nominated); n != 0 {
+		t.Errorf("%d nominations of non-pending reservations", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
@@ -57,7 +59,20 @@ type shared struct {
 	args     *Args
 	attached *scheduler.Scheduler
 	attachMu sync.Mutex
+	// preempting: scheduler names whose profile's PostFilter is run only by
+	// plugins that know reserve pods; there a pending reservation may preempt.
+	preempting atomic.Pointer[sets.Set[string]]
 }
+
+// ReservePodPreemptor is the PostFilter plugin that knows reserve pods
+// (Gantry's AsyncPreemption): it neither looks them up as pods nor writes
+// their status. A pending reservation reaches PostFilter only in profiles
+// that run it and whose other PostFilter plugins are harmless to reserve
+// pods (DynamicResources declines pods without claims); upstream's
+// DefaultPreemption, for one, would treat it as a missing pod.
+const ReservePodPreemptor = "AsyncPreemption"
+
+var reservePodSafePostFilters = sets.New(ReservePodPreemptor, names.DynamicResources)
 
 // New builds the plugin; h must be an ExtendedHandle (Gantry's scheduler
 // wraps every Gantry plugin factory so that it is).
@@ -154,7 +169,7 @@ func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
 	if sh.attached == sched {
 		return nil
 	}
-	profiles := sets.New[string]()
+	profiles, preempting := sets.New[string](), sets.New[string]()
 	for name, f := range sched.Profiles {
 		plugins := f.ListPlugins()
 		if plugins == nil || !enabled(plugins.Reserve.Enabled) {
@@ -164,18 +179,45 @@ func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
 			return fmt.Errorf("profile %q enables %s but does not run it first in bind (before DefaultBinder): reservations would be bound as pods", name, Name)
 		}
 		profiles.Insert(name)
+		if preemptsReservePods(plugins.PostFilter.Enabled) {
+			preempting.Insert(name)
+		}
 	}
 	sh.attached = sched
+	sh.preempting.Store(&preempting)
 	orig := sched.FailureHandler
 	sched.FailureHandler = func(ctx context.Context, f framework.Framework, podInfo *framework.QueuedPodInfo, status *fwk.Status, nominating *fwk.NominatingInfo, start time.Time) {
 		if !isReservePod(podInfo.Pod) {
 			orig(ctx, f, podInfo, status, nominating, start)
 			return
 		}
-		sh.handleFailure(ctx, sched, podInfo, status)
+		sh.handleFailure(ctx, sched, podInfo, status, nominating)
 	}
 	sh.store.attach(sched.Cache, sched.SchedulingQueue, profiles)
 	return nil
+}
+
+// preemptsReservePods reports whether a PostFilter plugin list preempts for
+// reserve pods and nothing in it mistakes them for pods.
+func preemptsReservePods(ps []config.Plugin) bool {
+	found := false
+	for _, p := range ps {
+		if !reservePodSafePostFilters.Has(p.Name) {
+			return false
+		}
+		found = found || p.Name == ReservePodPreemptor
+	}
+	return found
+}
+
+// mayPreempt reports whether a pending reservation placed by the profile
+// schedulerName may go through PostFilter.
+func (sh *shared) mayPreempt(schedulerName string) bool {
+	if sh == nil {
+		return false
+	}
+	p := sh.preempting.Load()
+	return p != nil && p.Has(schedulerName)
 }
 
 func enabled(ps []config.Plugin) bool {
@@ -196,7 +238,7 @@ func bindsFirst(ps []config.Plugin) bool {
 // handleFailure is the scheduler's failure handler for reserve pods: a
 // pending reservation goes back to the queue, and the reason is recorded for
 // the status controller. No Pod API object is involved.
-func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler, podInfo *framework.QueuedPodInfo, status *fwk.Status) {
+func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler, podInfo *framework.QueuedPodInfo, status *fwk.Status, nominating *fwk.NominatingInfo) {
 	logger := klog.FromContext(ctx)
 	q := sched.SchedulingQueue
 	uid := podInfo.Pod.UID
@@ -219,6 +261,12 @@ func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler,
 		return
 	}
 	podInfo.PodInfo = pi
+	// A preempting reservation is nominated to its node in the store (there
+	// is no status to write): pods scheduled meanwhile leave it the room its
+	// victims free.
+	if nominating.Mode() == fwk.ModeOverride {
+		sh.store.nominate(uid, nominating.NominatedNodeName)
+	}
 	if err := q.AddUnschedulableIfNotPresent(logger, podInfo, q.SchedulingCycle()); err != nil {
 		logger.Error(err, "Requeueing reservation", "reservation", pod.Name)
 	}

@@ -71,9 +71,8 @@ func reservePod(r *schedv1alpha1.Reservation) *v1.Pod {
 			Tolerations:   t.Tolerations,
 			SchedulerName: t.SchedulerName,
 			Priority:      t.Priority,
-			// A pending reservation waits for capacity; it does not evict
-			// running pods to get it.
-			PreemptionPolicy: ptr.To(v1.PreemptNever),
+			// As a pod's: preempting lower priorities unless Never.
+			PreemptionPolicy: ptr.To(ptr.Deref(t.PreemptionPolicy, v1.PreemptLowerPriority)),
 			Containers: []v1.Container{{
 				Name:      "reserved",
 				Resources: v1.ResourceRequirements{Requests: t.Requests},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	apiresource "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
@@ -92,6 +93,12 @@ type store struct {
 	allocs    map[types.UID]map[types.UID]allocation
 	podToResv map[types.UID]types.UID
 
+	// nominated: pending reservations that preempted, by UID, and the node
+	// their victims are leaving. Other pods' filters count them there as
+	// upstream counts nominated pods; the scheduler's nominator cannot hold
+	// them (it looks every nominee up among the Pods).
+	nominated map[types.UID]string
+
 	cache    podCache
 	queue    podQueue
 	profiles sets.Set[string] // scheduler names whose profile runs the plugin
@@ -108,6 +115,7 @@ func newStore(logger klog.Logger) *store {
 		owners:    newOwnerIndex(),
 		allocs:    map[types.UID]map[types.UID]allocation{},
 		podToResv: map[types.UID]types.UID{},
+		nominated: map[types.UID]string{},
 		profiles:  sets.New[string](),
 		notify:    func(string) {},
 	}
@@ -181,12 +189,16 @@ func (s *store) remove(r *schedv1alpha1.Reservation) {
 	}
 	s.uncache(e.pod)
 	delete(s.allocs, r.UID)
+	delete(s.nominated, r.UID)
 }
 
 // reconcile makes the queue, the cache and the indexes agree with e.
 // Callers hold s.mu.
 func (s *store) reconcile(e *entry) {
 	phase := e.phase()
+	if phase != schedv1alpha1.ReservationPending {
+		delete(s.nominated, e.r.UID)
+	}
 	if s.queue != nil {
 		wantQueued := phase == schedv1alpha1.ReservationPending && s.profiles.Has(e.pod.Spec.SchedulerName)
 		switch {
@@ -532,6 +544,45 @@ func (s *store) failed(uid types.UID, msg string) (*v1.Pod, bool) {
 		s.notify(e.r.Name)
 	}
 	return e.pod, true
+}
+
+// nominate records that the pending reservation uid preempted on node, or,
+// with node "", that it no longer waits there.
+func (s *store) nominate(uid types.UID, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[uid]
+	if node == "" || e == nil || e.phase() != schedv1alpha1.ReservationPending {
+		delete(s.nominated, uid)
+		return
+	}
+	s.nominated[uid] = node
+}
+
+// nominatedFor returns, by node, the reserve pods nominated there that pod
+// must leave room for: those of at least its priority, as upstream adds
+// nominated pods to a node for the filters. Nil when there are none.
+func (s *store) nominatedFor(pod *v1.Pod) map[string][]*v1.Pod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.nominated) == 0 {
+		return nil
+	}
+	var out map[string][]*v1.Pod
+	prio := corev1helpers.PodPriority(pod)
+	for uid, node := range s.nominated {
+		e := s.entries[uid]
+		if e == nil || uid == pod.UID || corev1helpers.PodPriority(e.pod) < prio {
+			continue
+		}
+		if out == nil {
+			out = map[string][]*v1.Pod{}
+		}
+		p := e.pod.DeepCopy()
+		p.Spec.NodeName = node
+		out[node] = append(out[node], p)
+	}
+	return out
 }
 
 // unschedulableMessage is the last scheduling failure of a reservation.

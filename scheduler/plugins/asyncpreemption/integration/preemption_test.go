@@ -12,11 +12,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/legacyregistry"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 )
 
@@ -220,5 +223,85 @@ func TestSecondPreemptorWhileFirstInFlight(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPendingReservationPreempts: a pending reservation of higher priority
+// than the running pods preempts room for itself, as a pod would, while its
+// victims' deletes are slow. A non-preempting pod of lower priority than
+// the reservation, created meanwhile, must not take the room the victims
+// free: the reservation is nominated there.
+func TestPendingReservationPreempts(t *testing.T) {
+	e := schedtest.Setup(t)
+	e.CreateNodes(1, "4")
+	priorityClasses(t, e)
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "medium-never"}, Value: 50,
+		PreemptionPolicy: ptr.To(v1.PreemptNever)}
+	if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartScheduler(schedtest.GantryProfile)
+	h := helpers{e}
+	for i := range 4 {
+		create(t, e, pod(fmt.Sprintf("low-%d", i), "low", "1"))
+	}
+	for i := range 4 {
+		waitFor(t, "low pods scheduled", 30*time.Second, h.scheduled(fmt.Sprintf("low-%d", i)))
+	}
+	e.Faults.Delay(http.MethodDelete, "/pods/low-", 2*time.Second)
+	r := &schedv1alpha1.Reservation{
+		ObjectMeta: metav1.ObjectMeta{Name: "big"},
+		Spec: schedv1alpha1.ReservationSpec{
+			Template: schedv1alpha1.ReservationTemplate{
+				Requests:      v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
+				Priority:      ptr.To[int32](100),
+				SchedulerName: v1.DefaultSchedulerName,
+			},
+			Owners: []schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "default", Name: "someone"}}},
+		},
+	}
+	if _, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(context.Background(), r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "first victim delete sent", 10*time.Second, func(context.Context) bool {
+		for i := range 4 {
+			if e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	create(t, e, pod("intruder", "medium-never", "1"))
+
+	waitFor(t, "reservation Available", 60*time.Second, func(ctx context.Context) bool {
+		got, err := e.Gantry.SchedulingV1alpha1().Reservations().Get(ctx, "big", metav1.GetOptions{})
+		return err == nil && got.Status.Phase == schedv1alpha1.ReservationAvailable && got.Status.NodeName != ""
+	})
+	// The intruder had every chance to land while the victims left.
+	time.Sleep(2 * time.Second)
+	in, err := e.Client.CoreV1().Pods("default").Get(context.Background(), "intruder", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Spec.NodeName != "" {
+		t.Errorf("the non-preempting intruder took room preempted for the reservation (node %s)", in.Spec.NodeName)
+	}
+	pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "low-") {
+			left++
+		}
+	}
+	if left != 2 {
+		t.Errorf("%d low-priority pods left, want 2 (2 CPU preempted for the reservation)", left)
+	}
+	for i := range 4 {
+		if n := e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)); n > 1 {
+			t.Errorf("low-%d deleted %d times", i, n)
+		}
 	}
 }
