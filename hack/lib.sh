@@ -67,6 +67,32 @@ gantry::generate_clients() {
   find "${out}" -depth -type d -empty -delete
 }
 
+# GANTRY_SCHEDULER_CONFIG_APIS are the packages of Gantry's kube-scheduler
+# plugin args: the internal types and each versioned form.
+GANTRY_SCHEDULER_CONFIG_APIS=(
+  scheduler/apis/config
+  scheduler/apis/config/v1
+)
+
+# gantry::generate_scheduler_config regenerates, in the checkout at
+# GANTRY_ROOT, the deepcopy, defaulting and conversion code of
+# GANTRY_SCHEDULER_CONFIG_APIS (zz_generated.*.go next to the types), as
+# upstream generates kube-scheduler's.
+gantry::generate_scheduler_config() {
+  local module=github.com/gantry-dev/gantry header="${GANTRY_ROOT}/hack/boilerplate.go.txt"
+  local dir pkgs=()
+  for dir in "${GANTRY_SCHEDULER_CONFIG_APIS[@]}"; do
+    rm -f "${GANTRY_ROOT}/${dir}"/zz_generated.*.go
+    pkgs+=("${module}/${dir}")
+  done
+  (cd "${GANTRY_ROOT}" &&
+    gantry::tool deepcopy-gen --go-header-file="${header}" --output-file=zz_generated.deepcopy.go "${pkgs[@]}" &&
+    gantry::tool defaulter-gen --go-header-file="${header}" --output-file=zz_generated.defaults.go "${pkgs[@]}" &&
+    gantry::tool conversion-gen --go-header-file="${header}" --output-file=zz_generated.conversion.go \
+      --extra-peer-dirs=k8s.io/apimachinery/pkg/apis/meta/v1,k8s.io/apimachinery/pkg/conversion,k8s.io/apimachinery/pkg/runtime \
+      "${pkgs[@]}")
+}
+
 # gantry::copy_checkout copies the checkout, without _output and .git, to dir:
 # verify regenerates there and diffs, never touching the checkout.
 gantry::copy_checkout() {

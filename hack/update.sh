@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates everything hack/verify.sh checks: the Kubernetes replace block,
 # tidy modules, formatting, generated API code, CRD YAML and typed clients,
+# scheduler plugin args code,
 # Bazel metadata.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -12,5 +13,6 @@ go mod tidy
 (cd hack/tools && go mod tidy)
 gantry::generate_crds
 gantry::generate_clients
+gantry::generate_scheduler_config
 gofmt -s -w $(git ls-files -co --exclude-standard '*.go')
 hack/update-bazel.sh

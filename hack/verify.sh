@@ -46,12 +46,12 @@ crds() {
   local tmp rc=0
   tmp="$(mktemp -d)"
   gantry::copy_checkout "${tmp}"
-  if ! (GANTRY_ROOT="${tmp}" && gantry::generate_crds && gantry::generate_clients); then
+  if ! (GANTRY_ROOT="${tmp}" && gantry::generate_crds && gantry::generate_clients && gantry::generate_scheduler_config); then
     rc=1
   # crds/ holds the deepcopy code, the CRD YAML (crds/manifests) and the typed
-  # clients (crds/client).
-  elif ! diff -ruN crds "${tmp}/crds"; then
-    echo "generated API code, CRD YAML or typed clients are stale: run make update"
+  # clients (crds/client); scheduler/apis the scheduler plugin args' code.
+  elif ! diff -ruN crds "${tmp}/crds" || ! diff -ruN scheduler/apis "${tmp}/scheduler/apis"; then
+    echo "generated API code, CRD YAML, typed clients or plugin args code are stale: run make update"
     rc=1
   fi
   rm -rf "${tmp}"
@@ -62,7 +62,7 @@ check gofmt gofmt_clean
 check vet vet
 check "go.mod tidy" tidy
 check "kubernetes pin" pinned
-check "generated API code, CRDs and clients" crds
+check "generated API code, CRDs, clients and plugin args" crds
 check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
 
 if ((${#failed[@]})); then

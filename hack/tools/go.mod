@@ -10,6 +10,9 @@ tool (
 	github.com/bazelbuild/bazel-gazelle/cmd/gazelle
 	github.com/bazelbuild/buildtools/buildifier
 	k8s.io/code-generator/cmd/client-gen
+	k8s.io/code-generator/cmd/conversion-gen
+	k8s.io/code-generator/cmd/deepcopy-gen
+	k8s.io/code-generator/cmd/defaulter-gen
 	k8s.io/code-generator/cmd/informer-gen
 	k8s.io/code-generator/cmd/lister-gen
 	sigs.k8s.io/controller-tools/cmd/controller-gen

@@ -20,6 +20,7 @@ import (
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
@@ -31,7 +32,7 @@ const Name = "AsyncPreemption"
 // API work asynchronously in its own executor.
 type Plugin struct {
 	fh       fwk.Handle
-	args     *Args
+	args     *gantryconfig.AsyncPreemptionArgs
 	upstream *defaultpreemption.DefaultPreemption // victim selection, as upstream
 	ev       *preemption.Evaluator
 	exec     *executor
@@ -56,14 +57,14 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	// asynchronous executor never runs.
 	fts.EnableAsyncPreemption = false
 	up, err := defaultpreemption.New(ctx, &config.DefaultPreemptionArgs{
-		MinCandidateNodesPercentage: *args.MinCandidateNodesPercentage,
-		MinCandidateNodesAbsolute:   *args.MinCandidateNodesAbsolute,
+		MinCandidateNodesPercentage: args.MinCandidateNodesPercentage,
+		MinCandidateNodesAbsolute:   args.MinCandidateNodesAbsolute,
 	}, fh, fts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &Plugin{fh: fh, args: args, upstream: up,
-		exec: newExecutor(fh, int(*args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
+		exec: newExecutor(fh, int(args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
 	if eh, ok := fh.(frameworkext.ExtendedHandle); ok {
 		pl.exec.reservations = eh.GantryClientSet().SchedulingV1alpha1().Reservations()
 	}

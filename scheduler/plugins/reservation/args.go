@@ -2,36 +2,24 @@ package reservation
 
 import (
 	"fmt"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/apis/config"
+	"github.com/gantry-dev/gantry/scheduler/apis/config/scheme"
+	"github.com/gantry-dev/gantry/scheduler/apis/config/validation"
 )
 
-// Args configure the Reservation plugin (pluginConfig name: Reservation).
-type Args struct {
-	metav1.TypeMeta `json:",inline"`
-	// TerminalReservationTTL is how long a Succeeded or Failed reservation is
-	// kept before it is deleted. Default 10m; 0 deletes at once.
-	TerminalReservationTTL *metav1.Duration `json:"terminalReservationTTL,omitempty"`
-}
-
-// DefaultTerminalReservationTTL is TerminalReservationTTL's default.
-const DefaultTerminalReservationTTL = 10 * time.Minute
-
-// DecodeArgs decodes, defaults and validates the plugin's args.
-func DecodeArgs(obj runtime.Object) (*Args, error) {
-	args := &Args{}
-	if err := frameworkext.DecodeArgs(obj, args); err != nil {
+// DecodeArgs turns the plugin's args, as the framework hands them (see
+// scheme.DecodeInto), into defaulted, validated ReservationArgs.
+func DecodeArgs(obj runtime.Object) (*config.ReservationArgs, error) {
+	args := &config.ReservationArgs{}
+	if err := scheme.DecodeInto(obj, args); err != nil {
 		return nil, fmt.Errorf("decoding %s args: %w", Name, err)
 	}
-	if args.TerminalReservationTTL == nil {
-		args.TerminalReservationTTL = &metav1.Duration{Duration: DefaultTerminalReservationTTL}
-	}
-	if args.TerminalReservationTTL.Duration < 0 {
-		return nil, fmt.Errorf("%s args: terminalReservationTTL must not be negative, got %v", Name, args.TerminalReservationTTL.Duration)
+	if err := validation.ValidateReservationArgs(field.NewPath("pluginConfig", Name, "args"), args); err != nil {
+		return nil, fmt.Errorf("%s args: %w", Name, err)
 	}
 	return args, nil
 }

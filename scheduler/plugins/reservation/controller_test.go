@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"context"
+	configv1 "github.com/gantry-dev/gantry/scheduler/apis/config/v1"
 	"testing"
 	"time"
 
@@ -51,7 +52,7 @@ func TestStatusController(t *testing.T) {
 	}{
 		"pending past its ttl expires": {
 			r: makeReservation("r", "2", ttl(30*time.Minute)), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonExpired,
-			wantAgain: DefaultTerminalReservationTTL,
+			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"pending before its ttl waits for it": {
 			r: makeReservation("r", "2", ttl(90*time.Minute)), wantPhase: schedv1alpha1.ReservationPending, wantReason: "Pending",
@@ -63,12 +64,12 @@ func TestStatusController(t *testing.T) {
 		},
 		"available on a deleted node fails": {
 			r: makeReservation("r", "2", available("gone")), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonNodeDeleted,
-			wantAgain: DefaultTerminalReservationTTL,
+			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"allocate once with a bound owner succeeds": {
 			r: makeReservation("r", "2", available("n1")), pods: []*v1.Pod{owner},
 			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
-			wantAgain: DefaultTerminalReservationTTL,
+			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"shared with a bound owner stays available": {
 			r: makeReservation("r", "2", available("n1"), notOnce), pods: []*v1.Pod{owner},
@@ -106,7 +107,7 @@ func TestStatusController(t *testing.T) {
 				s.failed(tc.r.UID, tc.unsched)
 			}
 			c := &statusController{client: gc, reservation: rl, nodes: nl, store: s,
-				clock: clocktesting.NewFakeClock(now), terminalTTL: DefaultTerminalReservationTTL}
+				clock: clocktesting.NewFakeClock(now), terminalTTL: configv1.DefaultTerminalReservationTTL}
 
 			again, err := c.reconcile(ctx, tc.r.Name)
 			if err != nil {

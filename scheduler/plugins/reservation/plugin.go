@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
@@ -56,7 +57,7 @@ var (
 type shared struct {
 	once     sync.Once
 	store    *store
-	args     *Args
+	args     *gantryconfig.ReservationArgs
 	attached *scheduler.Scheduler
 	attachMu sync.Mutex
 	// preempting: scheduler names whose profile's PostFilter is run only by
