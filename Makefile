@@ -12,7 +12,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler verify test clean update
+.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps verify test clean update
 
 all: build
 
@@ -53,6 +53,11 @@ bench-e2e: build
 ## without reservations, one run; prints pods/s and ratios (BENCH=<-bench regexp> to select workloads).
 bench-scheduler: build
 	hack/bench-scheduler.sh
+
+## bench-preemption-qps: upstream DefaultPreemption vs Gantry AsyncPreemption with the scheduler's
+## client at QPS 5000 and at production defaults (50/100), one run; pods/s, ratios, API calls per pod.
+bench-preemption-qps: build
+	hack/bench-preemption-qps.sh
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build

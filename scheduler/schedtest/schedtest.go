@@ -63,7 +63,7 @@ const GantryProfile = `  plugins:
 
 // Env is a control plane with Gantry's CRDs and clients for it.
 type Env struct {
-	T      *testing.T
+	T      testing.TB
 	Dir    string
 	Config *rest.Config
 	Client kubernetes.Interface
@@ -73,7 +73,7 @@ type Env struct {
 }
 
 // Setup starts etcd and kube-apiserver, installs the CRDs and a fault proxy.
-func Setup(t *testing.T) *Env {
+func Setup(t testing.TB) *Env {
 	t.Helper()
 	cp := controlplane.Start(t)
 	root, err := cluster.FindRoot()
@@ -131,6 +131,13 @@ type Scheduler struct {
 // apiserver through the fault proxy. It stops when the test ends.
 func (e *Env) StartScheduler(profile string) *Scheduler {
 	e.T.Helper()
+	return e.StartSchedulerQPS(profile, 200, 400)
+}
+
+// StartSchedulerQPS is StartScheduler with the scheduler's client rate
+// limits (clientConnection qps and burst) set.
+func (e *Env) StartSchedulerQPS(profile string, qps float32, burst int32) *Scheduler {
+	e.T.Helper()
 	kubeconfig := filepath.Join(e.Dir, "scheduler.kubeconfig")
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: e.Faults.URL(), InsecureSkipTLSVerify: true}
@@ -146,11 +153,11 @@ leaderElection:
   leaderElect: false
 clientConnection:
   kubeconfig: %q
-  qps: 200
-  burst: 400
+  qps: %v
+  burst: %d
 profiles:
 - schedulerName: default-scheduler
-%s`, kubeconfig, profile)
+%s`, kubeconfig, qps, burst, profile)
 	configFile := filepath.Join(e.Dir, "scheduler.yaml")
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		e.T.Fatal(err)
@@ -201,7 +208,7 @@ type rule struct {
 	delay            time.Duration
 }
 
-func newFaults(t *testing.T, target *rest.Config) *Faults {
+func newFaults(t testing.TB, target *rest.Config) *Faults {
 	u, err := url.Parse(target.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -268,4 +275,19 @@ func (f *Faults) Count(method, path string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.counts[method+" "+path]
+}
+
+// CountMatching is how many requests of method whose path contains part
+// the proxy saw.
+func (f *Faults) CountMatching(method, part string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for k, c := range f.counts {
+		m, path, _ := strings.Cut(k, " ")
+		if m == method && strings.Contains(path, part) {
+			n += c
+		}
+	}
+	return n
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -47,6 +48,9 @@ type executor struct {
 	// backoffUntil: preemptors PreEnqueue holds back after a failure.
 	backoffUntil map[types.UID]time.Time
 	wg           sync.WaitGroup
+	// inCache reports whether the scheduler's cache still holds a victim
+	// that is not terminating (set by AttachScheduler; nil: not known).
+	inCache func(*v1.Pod) bool
 	// reservations fails reservations chosen as victims; nil without
 	// Gantry's extended handle (then no reservation is ever a victim
 	// candidate with lower priority than its cached pod's).
@@ -111,6 +115,10 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 		began := e.clock.Now()
 		e.clearLowerNominations(ctx, logger, preemptor, node)
 		err := e.preemptAll(ctx, logger, preemptor, node, todo)
+		took := e.clock.Since(began)
+		if err == nil {
+			e.awaitLeaving(todo)
+		}
 		result := resultSuccess
 		switch {
 		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -119,10 +127,34 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 			result = resultError
 		}
 		// Labels are taken now, from the real outcome.
-		goroutineDuration.WithLabelValues(result).Observe(e.clock.Since(began).Seconds())
+		goroutineDuration.WithLabelValues(result).Observe(took.Seconds())
 		goroutineTotal.WithLabelValues(result).Inc()
 		e.finish(logger, preemptor, node, todo, err)
 	}()
+}
+
+// leaveWait bounds how long a successful preemption keeps its preemptor
+// gated for the victims to leave the scheduler's cache.
+const leaveWait = 5 * time.Second
+
+// awaitLeaving waits, up to leaveWait, until no victim stands in the
+// scheduler's cache any more, or each is terminating (then it may take its
+// grace period; PostFilter's pendingVictims check and the deletion event
+// take over). Re-activated earlier, the preemptor would fail a cycle on
+// the room its victims still hold, and the queue would then back it off
+// for seconds; re-activated now it fits at once.
+func (e *executor) awaitLeaving(victims []*v1.Pod) {
+	if e.inCache == nil || len(victims) == 0 {
+		return
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, leaveWait, true, func(context.Context) (bool, error) {
+		for _, v := range victims {
+			if e.inCache(v) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // preemptAll preempts victims with bounded concurrency; it stops at the

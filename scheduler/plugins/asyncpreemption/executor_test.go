@@ -261,3 +261,27 @@ func TestLowerNominationsCleared(t *testing.T) {
 		t.Error("the lower-priority nomination was not cleared")
 	}
 }
+
+// A successful preemption keeps its preemptor gated until the victims have
+// left the scheduler's cache: re-activated before, it would fail a cycle on
+// the room they still hold and be backed off.
+func TestPreemptorGatedUntilVictimsLeaveTheCache(t *testing.T) {
+	v := pod("v", 1)
+	e := newEnv(t, v, preemptor())
+	var left atomic.Bool
+	e.exec.inCache = func(p *v1.Pod) bool { return p.UID == v.UID && !left.Load() }
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	deadline := time.Now().Add(5 * time.Second)
+	for e.deletes.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if activated, _ := e.h.snapshot(); len(activated) != 0 || !e.exec.running("uid-high") {
+		t.Fatalf("preemptor released (activated %v, gated %v) while its victim is still cached", activated, e.exec.running("uid-high"))
+	}
+	left.Store(true)
+	e.exec.wait()
+	if activated, _ := e.h.snapshot(); len(activated) != 1 || e.exec.running("uid-high") {
+		t.Errorf("after the victim left: activated %v, gated %v", activated, e.exec.running("uid-high"))
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
@@ -43,6 +44,8 @@ var (
 	_ fwk.PreEnqueuePlugin  = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
 	_ preemption.Interface  = &Plugin{}
+
+	_ frameworkext.SchedulerAttacher = &Plugin{}
 )
 
 // New builds the plugin; args are validated here.
@@ -74,6 +77,17 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 
 // Name returns the plugin's name.
 func (pl *Plugin) Name() string { return Name }
+
+// AttachScheduler gives the executor the scheduler's cache: a preemptor is
+// re-activated once its victims have left it.
+func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
+	c := sched.Cache
+	pl.exec.inCache = func(p *v1.Pod) bool {
+		cached, err := c.GetPod(p)
+		return err == nil && cached.DeletionTimestamp == nil
+	}
+	return nil
+}
 
 // PostFilter chooses a node and victims as upstream does, nominates the
 // preemptor there, starts the API work, and returns at once.
