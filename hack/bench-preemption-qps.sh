@@ -5,7 +5,7 @@
 # defaults (QPS 50, burst 100), in one go test invocation. Prints pods/s,
 # Gantry's ratio to upstream at the same limits, and the scheduler's API
 # calls per measured pod. COUNT repeats each (pods/s is then the mean); the
-# raw output stays in _output/bench-preemption-qps/.
+# raw output and the schedulers' logs stay in _output/bench-preemption-qps/.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${GANTRY_ROOT}"
@@ -18,7 +18,7 @@ out="${GANTRY_ROOT}/_output/bench-preemption-qps"
 mkdir -p "${out}"
 count="${COUNT:-1}"
 echo "==> go test -tags scheduler_perf ./scheduler/bench -bench BenchmarkPreemptionClientQPS (raw output: ${out}/bench.txt)"
-PATH="${GANTRY_ROOT}/_output/bin:${PATH}" go test -tags scheduler_perf ./scheduler/bench -run '^$' \
+PATH="${GANTRY_ROOT}/_output/bin:${PATH}" ARTIFACTS="${out}" go test -tags scheduler_perf ./scheduler/bench -run '^$' \
   -bench 'BenchmarkPreemptionClientQPS' -benchtime=1x -count="${count}" -timeout 90m >"${out}/bench.txt" 2>&1 || {
   tail -50 "${out}/bench.txt"
   exit 1

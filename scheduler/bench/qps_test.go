@@ -5,7 +5,10 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
@@ -41,6 +46,20 @@ const (
 const upstreamProfile = ""
 
 func BenchmarkPreemptionClientQPS(b *testing.B) {
+	// The schedulers' logs would interleave with the benchmark's result
+	// lines: they go to $ARTIFACTS/preemption-qps.log, or nowhere.
+	out := io.Discard
+	if dir := os.Getenv("ARTIFACTS"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, "preemption-qps.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		out = f
+	}
+	prev := klog.Background()
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out))))
+	defer klog.SetLogger(prev)
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
