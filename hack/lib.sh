@@ -28,6 +28,8 @@ gantry::generate_crds() {
 # +groupGoName in doc.go so their generated packages do not collide).
 GANTRY_CLIENT_APIS=(
   scheduling/v1alpha1
+  provisioning/v1
+  autoscaling/v1alpha1
 )
 
 # gantry::generate_clients regenerates, in the checkout at GANTRY_ROOT, the

@@ -4,45 +4,19 @@ package integration
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	restclient "k8s.io/client-go/rest"
 
-	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	typedv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/crds/crdtest"
 )
-
-// start runs a control plane with every CRD of crds/manifests installed and
-// returns the generated clientset for it.
-func start(t *testing.T) versioned.Interface {
-	t.Helper()
-	cp := controlplane.Start(t)
-	root, err := cluster.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute)
-	if err != nil {
-		t.Fatalf("installing the CRDs: %v", err)
-	}
-	t.Logf("installed CRDs %s", strings.Join(names, ", "))
-	client, err := versioned.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
-}
 
 // reservation is a valid Reservation: one pod owner, two requests.
 func reservation(name string) *schedulingv1alpha1.Reservation {
@@ -69,7 +43,7 @@ func podRef(name string) *schedulingv1alpha1.OwnerReference {
 // TestReservation runs its checks on one control plane: starting one takes
 // longer than all of them.
 func TestReservation(t *testing.T) {
-	client := start(t)
+	client, _ := crdtest.Start(t)
 	t.Run("validation", func(t *testing.T) { testValidation(t, client.SchedulingV1alpha1().Reservations()) })
 	t.Run("integer requests", func(t *testing.T) { testIntegerRequests(t, client.SchedulingV1alpha1().RESTClient()) })
 	t.Run("status subresource", func(t *testing.T) { testStatusSubresource(t, client.SchedulingV1alpha1().Reservations()) })
@@ -125,20 +99,32 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 				r.Spec.Owners[0].Controller = &schedulingv1alpha1.OwnerReference{
 					APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: "default", Name: "web"}
 			},
-			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller and labelSelector"},
+			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
 		{name: "owner with object and labelSelector",
 			create: func(r *schedulingv1alpha1.Reservation) {
 				r.Spec.Owners = append(r.Spec.Owners, schedulingv1alpha1.ReservationOwner{
 					Object:        podRef("web-1"),
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Namespace: "default"})
 			},
-			wantErr: "spec.owners[1]: Invalid value: set exactly one of object, controller and labelSelector"},
+			wantErr: "spec.owners[1]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
 		{name: "labelSelector without namespace",
 			create: func(r *schedulingv1alpha1.Reservation) {
 				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
 					{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 			},
-			wantErr: "spec.owners[0]: Invalid value: labelSelector needs a namespace"},
+			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
+		{name: "annotation without namespace",
+			create: func(r *schedulingv1alpha1.Reservation) {
+				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
+					{Annotation: &schedulingv1alpha1.OwnerAnnotation{Key: "autoscaling.x-k8s.io/consume-provisioning-request", Value: "req"}}}
+			},
+			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
+		{name: "annotation with an empty key",
+			create: func(r *schedulingv1alpha1.Reservation) {
+				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
+					{Annotation: &schedulingv1alpha1.OwnerAnnotation{Value: "req"}, Namespace: "default"}}
+			},
+			wantErr: "spec.owners[0].annotation.key"},
 		{name: "template changed after create",
 			update: func(r *schedulingv1alpha1.Reservation) {
 				r.Spec.Template.Requests[corev1.ResourceCPU] = resource.MustParse("2")
@@ -162,7 +148,7 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 			}
 			created, err := reservations.Create(ctx, r, metav1.CreateOptions{})
 			if tc.update == nil {
-				checkErr(t, "create", err, tc.wantErr)
+				crdtest.CheckErr(t, "create", err, tc.wantErr)
 				if err == nil {
 					checkDefaults(t, created)
 				}
@@ -174,7 +160,7 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 			edited := created.DeepCopy()
 			tc.update(edited)
 			_, err = reservations.Update(ctx, edited, metav1.UpdateOptions{})
-			checkErr(t, "update", err, tc.wantErr)
+			crdtest.CheckErr(t, "update", err, tc.wantErr)
 			if err != nil {
 				// Nothing of a rejected update is stored.
 				stored, gerr := reservations.Get(ctx, r.Name, metav1.GetOptions{})
@@ -187,25 +173,6 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 			}
 		})
 	}
-}
-
-// checkErr fails unless err is nil and want is "", or err is a 422 Invalid
-// error containing want.
-func checkErr(t *testing.T, op string, err error, want string) {
-	t.Helper()
-	if want == "" {
-		if err != nil {
-			t.Fatalf("%s rejected: %v", op, err)
-		}
-		return
-	}
-	if !apierrors.IsInvalid(err) {
-		t.Fatalf("want %s rejected with a 422 Invalid error containing %q, got %v", op, want, err)
-	}
-	if !strings.Contains(err.Error(), want) {
-		t.Errorf("%s error %q does not contain %q", op, err, want)
-	}
-	t.Logf("%s rejected: %v", op, err)
 }
 
 func checkDefaults(t *testing.T, r *schedulingv1alpha1.Reservation) {
@@ -239,7 +206,7 @@ func testIntegerRequests(t *testing.T, rest restclient.Interface) {
 			created := &schedulingv1alpha1.Reservation{}
 			err := rest.Post().Resource("reservations").SetHeader("Content-Type", "application/json").
 				Body([]byte(body)).Do(ctx).Into(created)
-			checkErr(t, "create", err, tc.wantErr)
+			crdtest.CheckErr(t, "create", err, tc.wantErr)
 			if err == nil && created.Spec.Template.Requests.Cpu().Cmp(resource.MustParse("2")) != 0 {
 				t.Errorf("stored cpu request %v, want 2", created.Spec.Template.Requests.Cpu())
 			}

@@ -161,8 +161,8 @@ type ReservationTemplate struct {
 }
 
 // ReservationOwner selects owner pods by exactly one of its fields.
-// +kubebuilder:validation:XValidation:rule="(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + (has(self.labelSelector) ? 1 : 0) == 1",message="set exactly one of object, controller and labelSelector"
-// +kubebuilder:validation:XValidation:rule="!has(self.labelSelector) || (has(self.namespace) && size(self.namespace) > 0)",message="labelSelector needs a namespace"
+// +kubebuilder:validation:XValidation:rule="(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + (has(self.labelSelector) ? 1 : 0) + (has(self.annotation) ? 1 : 0) == 1",message="set exactly one of object, controller, labelSelector and annotation"
+// +kubebuilder:validation:XValidation:rule="!(has(self.labelSelector) || has(self.annotation)) || (has(self.namespace) && size(self.namespace) > 0)",message="labelSelector and annotation need a namespace"
 type ReservationOwner struct {
 	// Object is one pod, by namespace and name (and UID, if set).
 	// +optional
@@ -177,10 +177,26 @@ type ReservationOwner struct {
 	// +optional
 	LabelSelector *metav1.LabelSelector `json:"labelSelector,omitempty"`
 
-	// Namespace of the pods LabelSelector selects.
+	// Annotation selects the pods of Namespace that carry this annotation
+	// with this value (e.g. the pods consuming a ProvisioningRequest).
+	// +optional
+	Annotation *OwnerAnnotation `json:"annotation,omitempty"`
+
+	// Namespace of the pods LabelSelector or Annotation selects.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+}
+
+// OwnerAnnotation is an annotation a pod carries.
+type OwnerAnnotation struct {
+	// Key of the annotation.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Key string `json:"key"`
+	// Value it has.
+	// +kubebuilder:validation:MaxLength=253
+	Value string `json:"value"`
 }
 
 // OwnerReference names a pod, or a pod's controller.

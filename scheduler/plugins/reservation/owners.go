@@ -20,6 +20,11 @@ type ownerIndex struct {
 	byPod        map[string]map[*entry]bool
 	byController map[string]map[*entry]bool
 	bySelector   map[string]map[string]*selectorGroup // namespace -> selector string -> group
+	// byAnnotation: annotation owners by namespace, key and value;
+	// annotationKeys counts the owners per key, so that a pod's lookup
+	// reads only the annotation keys some owner names.
+	byAnnotation   map[string]map[*entry]bool
+	annotationKeys map[string]int
 }
 
 type selectorGroup struct {
@@ -29,11 +34,15 @@ type selectorGroup struct {
 
 func newOwnerIndex() *ownerIndex {
 	return &ownerIndex{
-		byPod:        map[string]map[*entry]bool{},
-		byController: map[string]map[*entry]bool{},
-		bySelector:   map[string]map[string]*selectorGroup{},
+		byPod:          map[string]map[*entry]bool{},
+		byController:   map[string]map[*entry]bool{},
+		bySelector:     map[string]map[string]*selectorGroup{},
+		byAnnotation:   map[string]map[*entry]bool{},
+		annotationKeys: map[string]int{},
 	}
 }
+
+func annotationKey(namespace, key, value string) string { return namespace + "/" + key + "=" + value }
 
 func podKey(namespace, name string) string { return namespace + "/" + name }
 
@@ -74,6 +83,9 @@ func (c compiledOwner) matches(pod *v1.Pod) bool {
 			(o.Controller.APIVersion == "" || o.Controller.APIVersion == ref.APIVersion)
 	case c.selector != nil:
 		return o.Namespace == pod.Namespace && c.selector.Matches(labels.Set(pod.Labels))
+	case o.Annotation != nil:
+		v, ok := pod.Annotations[o.Annotation.Key]
+		return o.Namespace == pod.Namespace && ok && v == o.Annotation.Value
 	}
 	return false
 }
@@ -98,6 +110,9 @@ func (ix *ownerIndex) add(e *entry) {
 				groups[key] = g
 			}
 			g.entries[e] = true
+		case o.Annotation != nil:
+			addTo(ix.byAnnotation, annotationKey(o.Namespace, o.Annotation.Key, o.Annotation.Value), e)
+			ix.annotationKeys[o.Annotation.Key]++
 		}
 	}
 }
@@ -120,6 +135,11 @@ func (ix *ownerIndex) remove(e *entry) {
 			}
 			if len(groups) == 0 {
 				delete(ix.bySelector, o.Namespace)
+			}
+		case o.Annotation != nil:
+			removeFrom(ix.byAnnotation, annotationKey(o.Namespace, o.Annotation.Key, o.Annotation.Value), e)
+			if ix.annotationKeys[o.Annotation.Key]--; ix.annotationKeys[o.Annotation.Key] <= 0 {
+				delete(ix.annotationKeys, o.Annotation.Key)
 			}
 		}
 	}
@@ -164,6 +184,26 @@ func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
 			}
 		}
 	}
+	for _, key := range ix.podAnnotationKeys(pod) {
+		for e := range ix.byAnnotation[key] {
+			visit(e, false)
+		}
+	}
+}
+
+// podAnnotationKeys returns the byAnnotation keys of pod's annotations
+// that some owner names.
+func (ix *ownerIndex) podAnnotationKeys(pod *v1.Pod) []string {
+	if len(ix.annotationKeys) == 0 || len(pod.Annotations) == 0 {
+		return nil
+	}
+	var out []string
+	for k := range ix.annotationKeys {
+		if v, ok := pod.Annotations[k]; ok {
+			out = append(out, annotationKey(pod.Namespace, k, v))
+		}
+	}
+	return out
 }
 
 func addTo(m map[string]map[*entry]bool, key string, e *entry) {
@@ -216,6 +256,11 @@ func (ix *ownerIndex) ownerKeys(pod *v1.Pod, usable func(*entry) bool) []string 
 			if g.selector.Matches(set) && holds(g.entries) {
 				keys = append(keys, "selector:"+pod.Namespace+":"+sel)
 			}
+		}
+	}
+	for _, k := range ix.podAnnotationKeys(pod) {
+		if holds(ix.byAnnotation[k]) {
+			keys = append(keys, "annotation:"+k)
 		}
 	}
 	sort.Strings(keys)

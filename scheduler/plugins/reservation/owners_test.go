@@ -38,8 +38,15 @@ func TestOwnerIndexLookup(t *testing.T) {
 		{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}, Namespace: "ns"},
 	})
 
+	// The consumers of a ProvisioningRequest, under either annotation key.
+	byAnnotation := &entry{r: makeReservation("annot", "1")}
+	byAnnotation.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
+		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume", Value: "req"}, Namespace: "ns"},
+		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume-old", Value: "req"}, Namespace: "ns"},
+	})
+
 	ix := newOwnerIndex()
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel} {
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel, byAnnotation} {
 		ix.add(e)
 	}
 	tests := map[string]struct {
@@ -50,6 +57,10 @@ func TestOwnerIndexLookup(t *testing.T) {
 		"controller":             {st.MakePod().Namespace("ns").Name("p2").OwnerReference("rs", rsGVK).Obj(), []string{"ctrl"}},
 		"other namespace":        {st.MakePod().Namespace("other").Name("p1").Label("tier", "a").OwnerReference("rs", rsGVK).Obj(), nil},
 		"selector miss":          {st.MakePod().Namespace("ns").Name("p3").Label("tier", "c").Obj(), nil},
+		"annotation":             {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "req").Obj(), []string{"annot"}},
+		"both annotations":       {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "req").Annotation("consume-old", "req").Obj(), []string{"annot"}},
+		"annotation value miss":  {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "other").Obj(), nil},
+		"annotation namespace":   {st.MakePod().Namespace("other").Name("p4").Annotation("consume", "req").Obj(), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -60,10 +71,10 @@ func TestOwnerIndexLookup(t *testing.T) {
 			}
 		})
 	}
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel} {
+	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel, byAnnotation} {
 		ix.remove(e)
 	}
-	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector) != 0 {
+	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector)+len(ix.byAnnotation)+len(ix.annotationKeys) != 0 {
 		t.Errorf("index not empty after removing everything: %+v", ix)
 	}
 }

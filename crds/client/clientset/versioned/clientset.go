@@ -10,6 +10,8 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/autoscaling/v1alpha1"
+	autoscalingxv1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/provisioning/v1"
 	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -18,13 +20,27 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterface
+	AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha1Interface
+	AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface
 	SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	schedulingV1alpha1 *schedulingv1alpha1.SchedulingV1alpha1Client
+	autoscalingV1alpha1 *autoscalingv1alpha1.AutoscalingV1alpha1Client
+	autoscalingXV1      *autoscalingxv1.AutoscalingXV1Client
+	schedulingV1alpha1  *schedulingv1alpha1.SchedulingV1alpha1Client
+}
+
+// AutoscalingV1alpha1 retrieves the AutoscalingV1alpha1Client
+func (c *Clientset) AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha1Interface {
+	return c.autoscalingV1alpha1
+}
+
+// AutoscalingXV1 retrieves the AutoscalingXV1Client
+func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
+	return c.autoscalingXV1
 }
 
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
@@ -76,6 +92,14 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.autoscalingV1alpha1, err = autoscalingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cs.autoscalingXV1, err = autoscalingxv1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.schedulingV1alpha1, err = schedulingv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -101,6 +125,8 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.autoscalingV1alpha1 = autoscalingv1alpha1.New(c)
+	cs.autoscalingXV1 = autoscalingxv1.New(c)
 	cs.schedulingV1alpha1 = schedulingv1alpha1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

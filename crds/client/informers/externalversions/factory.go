@@ -13,7 +13,9 @@ import (
 	time "time"
 
 	versioned "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	autoscaling "github.com/gantry-dev/gantry/crds/client/informers/externalversions/autoscaling"
 	internalinterfaces "github.com/gantry-dev/gantry/crds/client/informers/externalversions/internalinterfaces"
+	provisioning "github.com/gantry-dev/gantry/crds/client/informers/externalversions/provisioning"
 	scheduling "github.com/gantry-dev/gantry/crds/client/informers/externalversions/scheduling"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -313,7 +315,17 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	Autoscaling() autoscaling.Interface
+	AutoscalingX() provisioning.Interface
 	Scheduling() scheduling.Interface
+}
+
+func (f *sharedInformerFactory) Autoscaling() autoscaling.Interface {
+	return autoscaling.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) AutoscalingX() provisioning.Interface {
+	return provisioning.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) Scheduling() scheduling.Interface {

@@ -9,7 +9,9 @@ package externalversions
 import (
 	fmt "fmt"
 
-	v1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	v1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	v1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -40,8 +42,16 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=scheduling.gantry.dev, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithResource("reservations"):
+	// Group=autoscaling.gantry.dev, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("provisioningclasses"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Autoscaling().V1alpha1().ProvisioningClasses().Informer()}, nil
+
+		// Group=autoscaling.x-k8s.io, Version=v1
+	case v1.SchemeGroupVersion.WithResource("provisioningrequests"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.AutoscalingX().V1().ProvisioningRequests().Informer()}, nil
+
+		// Group=scheduling.gantry.dev, Version=v1alpha1
+	case schedulingv1alpha1.SchemeGroupVersion.WithResource("reservations"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().Reservations().Informer()}, nil
 
 	}

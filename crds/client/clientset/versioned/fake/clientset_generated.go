@@ -8,6 +8,10 @@ package fake
 
 import (
 	clientset "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/autoscaling/v1alpha1"
+	fakeautoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/autoscaling/v1alpha1/fake"
+	autoscalingxv1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/provisioning/v1"
+	fakeautoscalingxv1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/provisioning/v1/fake"
 	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	fakeschedulingv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,6 +86,16 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// AutoscalingV1alpha1 retrieves the AutoscalingV1alpha1Client
+func (c *Clientset) AutoscalingV1alpha1() autoscalingv1alpha1.AutoscalingV1alpha1Interface {
+	return &fakeautoscalingv1alpha1.FakeAutoscalingV1alpha1{Fake: &c.Fake}
+}
+
+// AutoscalingXV1 retrieves the AutoscalingXV1Client
+func (c *Clientset) AutoscalingXV1() autoscalingxv1.AutoscalingXV1Interface {
+	return &fakeautoscalingxv1.FakeAutoscalingXV1{Fake: &c.Fake}
+}
 
 // SchedulingV1alpha1 retrieves the SchedulingV1alpha1Client
 func (c *Clientset) SchedulingV1alpha1() schedulingv1alpha1.SchedulingV1alpha1Interface {

@@ -7,6 +7,8 @@ Copyright The Gantry Authors.
 package scheme
 
 import (
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	autoscalingxv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +21,8 @@ var Scheme = runtime.NewScheme()
 var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
+	autoscalingv1alpha1.AddToScheme,
+	autoscalingxv1.AddToScheme,
 	schedulingv1alpha1.AddToScheme,
 }
 
