@@ -63,7 +63,9 @@ func TestCRDs(t *testing.T) {
 			}, wantErr: "spec.parameters.x: Too long"},
 			{name: "count changed", update: func(r *provv1.ProvisioningRequest) { r.Spec.PodSets[0].Count = 5 },
 				wantErr: "spec.podSets: Invalid value: Value is immutable"},
-			{name: "class changed", update: func(r *provv1.ProvisioningRequest) { r.Spec.ProvisioningClassName = provv1.ClassBestEffortAtomicScaleUp },
+			{name: "class changed", update: func(r *provv1.ProvisioningRequest) {
+				r.Spec.ProvisioningClassName = provv1.ClassBestEffortAtomicScaleUp
+			},
 				wantErr: "spec.provisioningClassName: Invalid value: \"best-effort-atomic-scale-up.autoscaling.x-k8s.io\": Value is immutable"},
 			{name: "parameters changed", update: func(r *provv1.ProvisioningRequest) { r.Spec.Parameters[provv1.ParameterNoRetry] = "true" },
 				wantErr: "spec.parameters: Invalid value: Value is immutable"},

@@ -14,8 +14,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 
 	typedv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
-	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/crds/crdtest"
+	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
 // reservation is a valid Reservation: one pod owner, two requests.
