@@ -1,0 +1,178 @@
+// Package app builds and runs gantry-provisioner: a controller-runtime
+// manager (leader election, metrics, health) with the ProvisioningRequest
+// controller and the scheduling simulator it decides with.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// Options configure the provisioner.
+type Options struct {
+	// SchedulerConfig is the KubeSchedulerConfiguration file of the
+	// cluster's scheduler; "" uses kube-scheduler's defaults.
+	SchedulerConfig string
+	// SchedulerName is the profile whose filters the simulation runs.
+	SchedulerName string
+	// LeaderElect, in LeaderElectionNamespace, with this identity prefix.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	MetricsAddress          string
+	HealthAddress           string
+	// PlacementTimeout: see provisioning.Reconciler.
+	PlacementTimeout time.Duration
+}
+
+// Scheme holds every type the provisioner reads or writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(provv1.AddToScheme(s))
+	utilruntime.Must(autoscalingv1alpha1.AddToScheme(s))
+	utilruntime.Must(schedv1alpha1.AddToScheme(s))
+	return s
+}
+
+// Profile loads the named profile of a KubeSchedulerConfiguration file,
+// defaulted as kube-scheduler defaults it.
+func Profile(file, name string) (*schedconfig.KubeSchedulerProfile, error) {
+	var cfg *schedconfig.KubeSchedulerConfiguration
+	if file == "" {
+		var err error
+		if cfg, err = latest.Default(); err != nil {
+			return nil, err
+		}
+	} else {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", file, err)
+		}
+		var ok bool
+		if cfg, ok = obj.(*schedconfig.KubeSchedulerConfiguration); !ok {
+			return nil, fmt.Errorf("%s holds a %T, not a KubeSchedulerConfiguration", file, obj)
+		}
+	}
+	for i := range cfg.Profiles {
+		if cfg.Profiles[i].SchedulerName == name {
+			return &cfg.Profiles[i], nil
+		}
+	}
+	return nil, fmt.Errorf("the scheduler configuration has no profile %q", name)
+}
+
+// New builds the manager with the controller; Start runs it.
+func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	logger := klog.FromContext(ctx)
+	ctrl.SetLogger(logger)
+	profile, err := Profile(o.SchedulerConfig, o.SchedulerName)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        "gantry-provisioner",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
+		HealthProbeBindAddress:  o.HealthAddress,
+	})
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The simulation's plugins and its snapshot read client-go informers.
+	factory := informers.NewSharedInformerFactory(client, 0)
+	sim, err := simulator.New(ctx, profile, client, factory)
+	if err != nil {
+		return nil, err
+	}
+	if skipped := sim.Skipped(); len(skipped) > 0 {
+		logger.Info("Simulating without plugins of the profile", "profile", o.SchedulerName, "skipped", skipped)
+	}
+	r := &provisioning.Reconciler{
+		Client: mgr.GetClient(), Simulator: sim,
+		Nodes: factory.Core().V1().Nodes().Lister(), Pods: factory.Core().V1().Pods().Lister(),
+		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
+		PlacementTimeout: o.PlacementTimeout,
+	}
+	// The listers must be registered with the factory before it starts.
+	_ = factory.Core().V1().Nodes().Informer()
+	_ = factory.Core().V1().Pods().Informer()
+	synced := &atomic.Bool{}
+	r.Synced = synced.Load
+	if err := mgr.Add(informersRunnable{factory, synced}); err != nil {
+		return nil, err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("informers", func(*http.Request) error {
+		if !synced.Load() {
+			return errors.New("informers not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// informersRunnable starts the client-go informers with the manager and
+// waits for them to sync before the controller runs (it is not leader
+// elected: a standby keeps warm caches).
+type informersRunnable struct {
+	f      informers.SharedInformerFactory
+	synced *atomic.Bool
+}
+
+func (i informersRunnable) Start(ctx context.Context) error {
+	i.f.Start(ctx.Done())
+	for typ, ok := range i.f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer of %v did not sync", typ)
+		}
+	}
+	i.synced.Store(true)
+	<-ctx.Done()
+	i.f.Shutdown()
+	return nil
+}
+
+func (informersRunnable) NeedLeaderElection() bool { return false }

@@ -1,0 +1,53 @@
+// Command gantry-provisioner serves ProvisioningRequests
+// (autoscaling.x-k8s.io/v1) of check-capacity classes: it simulates their
+// pods with the cluster scheduler's filters and books the capacity found
+// with Reservations that Gantry's kube-scheduler honours.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/gantry-dev/gantry/autoscaler/app"
+)
+
+func main() {
+	o := app.Options{}
+	kubeconfig := pflag.String("kubeconfig", "", "kubeconfig of the cluster (default: in-cluster)")
+	pflag.StringVar(&o.SchedulerConfig, "scheduler-config", "", "the cluster scheduler's KubeSchedulerConfiguration file, whose profile's filters the simulation runs (default: kube-scheduler's defaults)")
+	pflag.StringVar(&o.SchedulerName, "scheduler-name", "default-scheduler", "the profile of --scheduler-config to simulate")
+	pflag.BoolVar(&o.LeaderElect, "leader-elect", true, "run as one of several replicas, one of them active")
+	pflag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "kube-system", "namespace of the leader election lease")
+	pflag.StringVar(&o.MetricsAddress, "metrics-bind-address", ":8082", "address of /metrics (\"0\" off)")
+	pflag.StringVar(&o.HealthAddress, "health-probe-bind-address", ":8083", "address of /healthz and /readyz (\"0\" off)")
+	pflag.DurationVar(&o.PlacementTimeout, "booking-placement-timeout", 30*time.Second, "how long a booking's reservations may stay unplaced before the attempt is retried")
+	klog.InitFlags(nil)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gantry-provisioner:", err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx = klog.NewContext(ctx, klog.Background())
+	mgr, err := app.New(ctx, cfg, o)
+	if err == nil {
+		err = mgr.Start(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gantry-provisioner:", err)
+		os.Exit(1)
+	}
+}

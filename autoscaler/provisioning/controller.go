@@ -1,0 +1,256 @@
+// Package provisioning is gantry-provisioner's ProvisioningRequest
+// controller. This file holds the reconciler; the check-capacity handler is
+// in checkcapacity.go.
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// Reasons the provisioner sets beyond upstream's.
+const (
+	ReasonPodTemplateNotFound = "PodTemplateNotFound"
+	ReasonQuotaExceeded       = "QuotaExceeded"
+	ReasonInvalidParameter    = "InvalidParameter"
+	ReasonUnsupportedPods     = "UnsupportedPods"
+	ReasonValidityExpired     = "ValidityExpired"
+	ReasonBooking             = "BookingCapacity"
+	ReasonAccepted            = "Accepted"
+	ReasonBookingExpired      = "BookingExpired"
+	ReasonCapacityRevoked     = "CapacityRevoked"
+)
+
+// Reconciler serves the ProvisioningRequests of check-capacity classes.
+// Every decision it takes is recorded on the request (conditions, the
+// attempts annotation) or in Reservations, so a restarted or newly elected
+// provisioner resumes where the last one stopped.
+type Reconciler struct {
+	Client    client.Client
+	Simulator *simulator.Simulator
+	Nodes     corelisters.NodeLister
+	Pods      corelisters.PodLister
+	Recorder  record.EventRecorder
+	Clock     clock.PassiveClock
+	// Synced reports whether Nodes and Pods have synced; until then no
+	// request is decided (nil: always).
+	Synced func() bool
+	// PlacementTimeout bounds how long a booking's Reservations may stay
+	// unplaced (the scheduler found the room taken since the simulation)
+	// before the attempt counts as failed and is retried.
+	PlacementTimeout time.Duration
+}
+
+// SetupWithManager registers the controller: it watches requests, their
+// bookings, classes and PodTemplates.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("provisioningrequest").
+		For(&provv1.ProvisioningRequest{}).
+		Watches(&schedv1alpha1.Reservation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ns, name, ok := splitKey(o.GetAnnotations()[AnnotationRequest])
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+		})).
+		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
+		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace)).
+		Complete(r)
+}
+
+func splitKey(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], i > 0 && i < len(s)-1
+		}
+	}
+	return "", "", false
+}
+
+func (r *Reconciler) requestsOfClass(ctx context.Context, o client.Object) []reconcile.Request {
+	var list provv1.ProvisioningRequestList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, pr := range list.Items {
+		if pr.Spec.ProvisioningClassName == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pr)})
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) requestsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list provv1.ProvisioningRequestList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, pr := range list.Items {
+		if !isTerminal(&pr) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pr)})
+		}
+	}
+	return out
+}
+
+// resolveClass is the class serving pr, or false when the provisioner
+// does not serve it (another controller may).
+func (r *Reconciler) resolveClass(ctx context.Context, pr *provv1.ProvisioningRequest) (Class, bool, error) {
+	if c, ok := builtinClass(pr.Spec.ProvisioningClassName); ok {
+		return c, true, nil
+	}
+	var pc autoscalingv1alpha1.ProvisioningClass
+	err := r.Client.Get(ctx, types.NamespacedName{Name: pr.Spec.ProvisioningClassName}, &pc)
+	if apierrors.IsNotFound(err) {
+		return Class{}, false, nil
+	}
+	if err != nil {
+		return Class{}, false, err
+	}
+	return classOf(&pc), true, nil
+}
+
+func isTerminal(pr *provv1.ProvisioningRequest) bool {
+	return meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionFailed) ||
+		meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionBookingExpired) ||
+		meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionCapacityRevoked)
+}
+
+// Reconcile moves one request along: accept it, check quota, simulate,
+// book, confirm, and then watch the booking until it ends.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := klog.FromContext(ctx).WithValues("provisioningRequest", req.NamespacedName)
+	ctx = klog.NewContext(ctx, logger)
+	if r.Synced != nil && !r.Synced() {
+		// An empty snapshot would find no capacity anywhere.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	var pr provv1.ProvisioningRequest
+	if err := r.Client.Get(ctx, req.NamespacedName, &pr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pr.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, r.release(ctx, &pr, "the request is being deleted")
+	}
+	class, served, err := r.resolveClass(ctx, &pr)
+	if err != nil || !served {
+		return reconcile.Result{}, err
+	}
+	if class.Handler != autoscalingv1alpha1.HandlerCheckCapacity {
+		// Atomic scale-up is not served yet: left to any other controller.
+		return reconcile.Result{}, nil
+	}
+	if isTerminal(&pr) {
+		return reconcile.Result{}, r.release(ctx, &pr, "")
+	}
+	if !controllerutil.ContainsFinalizer(&pr, Finalizer) {
+		controllerutil.AddFinalizer(&pr, Finalizer)
+		if err := r.Client.Update(ctx, &pr); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return r.checkCapacity(ctx, &pr, class)
+}
+
+// release deletes the request's Reservations and, once none is left,
+// drops the finalizer of a deleted request.
+func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
+	bookings, err := r.bookings(ctx, pr)
+	if err != nil {
+		return err
+	}
+	for i := range bookings {
+		if err := r.Client.Delete(ctx, &bookings[i]); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("releasing booking %s: %w", bookings[i].Name, err)
+		}
+	}
+	if len(bookings) > 0 && why != "" {
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released %d reserved pods' capacity: %s", len(bookings), why)
+	}
+	if !pr.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(pr, Finalizer) {
+		controllerutil.RemoveFinalizer(pr, Finalizer)
+		return client.IgnoreNotFound(r.Client.Update(ctx, pr))
+	}
+	return nil
+}
+
+func (r *Reconciler) bookings(ctx context.Context, pr *provv1.ProvisioningRequest) ([]schedv1alpha1.Reservation, error) {
+	var list schedv1alpha1.ReservationList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{LabelRequestUID: string(pr.UID)}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// setCondition sets a condition of the request's status (not yet written).
+func setCondition(pr *provv1.ProvisioningRequest, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+	return meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: pr.Generation})
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, pr *provv1.ProvisioningRequest) error {
+	err := r.Client.Status().Update(ctx, pr)
+	if apierrors.IsConflict(err) {
+		return errRetry
+	}
+	return err
+}
+
+var errRetry = errors.New("the request changed meanwhile; retrying")
+
+// nextAttempt is when the request's next attempt is due (zero: now).
+func nextAttempt(pr *provv1.ProvisioningRequest) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, pr.Annotations[AnnotationNextAttempt])
+	return t
+}
+
+// attempts is how many attempts of the request have failed.
+func attempts(pr *provv1.ProvisioningRequest) int {
+	n, _ := strconv.Atoi(pr.Annotations[AnnotationAttempts])
+	return n
+}
+
+// recordFailedAttempt counts a failed attempt on the request and returns
+// the wait before the next: the backoff, or until just past the deadline
+// (then the request Fails) if that is sooner.
+func (r *Reconciler) recordFailedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, c Class, deadline time.Time) (time.Duration, error) {
+	n := attempts(pr) + 1
+	backoff := min(c.backoff(n), deadline.Sub(r.Clock.Now())+time.Second)
+	if pr.Annotations == nil {
+		pr.Annotations = map[string]string{}
+	}
+	pr.Annotations[AnnotationAttempts] = strconv.Itoa(n)
+	pr.Annotations[AnnotationNextAttempt] = r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano)
+	status := pr.Status.DeepCopy()
+	if err := r.Client.Update(ctx, pr); err != nil {
+		return 0, err
+	}
+	pr.Status = *status
+	return backoff, nil
+}
