@@ -1,0 +1,173 @@
+package provisioning
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+func TestClasses(t *testing.T) {
+	for name, want := range map[string]autoscalingv1alpha1.Handler{
+		provv1.ClassCheckCapacity:           autoscalingv1alpha1.HandlerCheckCapacity,
+		provv1.ClassCheckCapacityLegacy:     autoscalingv1alpha1.HandlerCheckCapacity,
+		provv1.ClassBestEffortAtomicScaleUp: autoscalingv1alpha1.HandlerAtomicScaleUp,
+		provv1.ClassAtomicScaleUpLegacy:     autoscalingv1alpha1.HandlerAtomicScaleUp,
+	} {
+		c, ok := builtinClass(name)
+		if !ok || c.Handler != want || c.ValidUntil != DefaultValidUntil || c.BookingDuration != DefaultBookingDuration {
+			t.Errorf("%s: %+v, %v", name, c, ok)
+		}
+	}
+	if _, ok := builtinClass("queued-provisioning.gke.io"); ok {
+		t.Error("a foreign class was taken as built-in")
+	}
+	c := classOf(&autoscalingv1alpha1.ProvisioningClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
+		Spec: autoscalingv1alpha1.ProvisioningClassSpec{Handler: autoscalingv1alpha1.HandlerAtomicScaleUp,
+			ValidUntilSeconds: ptr.To[int32](60), BookingDuration: &metav1.Duration{Duration: time.Minute},
+			Backoff: &autoscalingv1alpha1.Backoff{Initial: &metav1.Duration{Duration: time.Second}}}})
+	if c.ValidUntil != time.Minute || c.BookingDuration != time.Minute || c.BackoffInitial != time.Second ||
+		c.BackoffMax != DefaultBackoffMax || c.ProvisioningTimeout != DefaultProvisioningTimeout {
+		t.Errorf("class from a ProvisioningClass: %+v", c)
+	}
+	var got []time.Duration
+	for n := 1; n <= 11; n++ {
+		got = append(got, c.backoff(n))
+	}
+	if got[0] != time.Second || got[1] != 2*time.Second || got[8] != 256*time.Second || got[10] != DefaultBackoffMax {
+		t.Errorf("backoff sequence %v", got)
+	}
+}
+
+func TestParameters(t *testing.T) {
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	for _, tc := range []struct {
+		params  map[string]provv1.Parameter
+		want    Parameters
+		wantErr string
+	}{
+		{want: Parameters{ValidUntil: DefaultValidUntil}},
+		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "30", "noRetry": "true"}, want: Parameters{ValidUntil: 30 * time.Second, NoRetry: true}},
+		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "0"}, wantErr: "ValidUntilSeconds must be a positive number of seconds"},
+		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "1h"}, wantErr: `got "1h"`},
+		{params: map[string]provv1.Parameter{"noRetry": "sure"}, wantErr: "noRetry must be true or false"},
+	} {
+		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: tc.params}}
+		got, err := parameters(pr, c)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: error %v, want %q", tc.params, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%v: %+v, %v", tc.params, got, err)
+		}
+	}
+}
+
+func FuzzParameters(f *testing.F) {
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	f.Add("600", "false")
+	f.Add("-1", "1")
+	f.Fuzz(func(t *testing.T, valid, noRetry string) {
+		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: map[string]provv1.Parameter{
+			provv1.ParameterValidUntilSeconds: provv1.Parameter(valid), provv1.ParameterNoRetry: provv1.Parameter(noRetry)}}}
+		p, err := parameters(pr, c)
+		if err == nil && p.ValidUntil <= 0 {
+			t.Fatalf("accepted a validity of %v", p.ValidUntil)
+		}
+	})
+}
+
+func TestCheckQuota(t *testing.T) {
+	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	pods := []*v1.Pod{pod, pod, pod}
+	q := func(name string, hard, used v1.ResourceList) *v1.ResourceQuota {
+		return &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: v1.ResourceQuotaSpec{Hard: hard}, Status: v1.ResourceQuotaStatus{Hard: hard, Used: used}}
+	}
+	cpu := func(s string) v1.ResourceList { return v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(s)} }
+	if err := checkQuota([]*v1.ResourceQuota{q("roomy", cpu("4"), cpu("1"))}, pods); err != nil {
+		t.Errorf("3 CPUs on top of 1 used, limit 4: %v", err)
+	}
+	err := checkQuota([]*v1.ResourceQuota{q("tight", cpu("4"), cpu("2"))}, pods)
+	if err == nil || !strings.Contains(err.Error(), "tight: requests.cpu requested 3, used 2, limited 4") {
+		t.Errorf("3 CPUs on top of 2 used, limit 4: %v", err)
+	}
+	count := q("count", v1.ResourceList{v1.ResourcePods: resource.MustParse("2")}, nil)
+	count.Status.Hard = nil // not yet seen by the quota controller: the spec limits
+	if err := checkQuota([]*v1.ResourceQuota{count}, pods); err == nil || !strings.Contains(err.Error(), "count: pods requested 3") {
+		t.Errorf("3 pods, limit 2: %v", err)
+	}
+	// A quota scoped to BestEffort pods does not count pods with requests.
+	scoped := q("best-effort", v1.ResourceList{v1.ResourcePods: resource.MustParse("1")}, nil)
+	scoped.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeBestEffort}
+	if err := checkQuota([]*v1.ResourceQuota{scoped}, pods); err != nil {
+		t.Errorf("a BestEffort-scoped quota counted burstable pods: %v", err)
+	}
+}
+
+func TestBookingFor(t *testing.T) {
+	pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train", UID: "u1"}}
+	pod := st.MakePod().Namespace("ml").Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).
+		ContainerPort([]v1.ContainerPort{{ContainerPort: 80}, {HostPort: 8080, ContainerPort: 8080}}).
+		Toleration("gpu").Priority(7).Obj()
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	b := bookingFor(pr, 1, 3, pod, "n1", c)
+	if b.Name != "provreq-u1-1-3" || b.Labels[LabelRequestUID] != "u1" || b.Annotations[AnnotationRequest] != "ml/train" {
+		t.Errorf("identity: %s %v %v", b.Name, b.Labels, b.Annotations)
+	}
+	tmpl := b.Spec.Template
+	if tmpl.NodeName != "n1" || tmpl.Requests.Cpu().String() != "2" || len(tmpl.HostPorts) != 1 || len(tmpl.Tolerations) != 1 ||
+		*tmpl.Priority != 7 || *tmpl.PreemptionPolicy != v1.PreemptNever || tmpl.SchedulerName != v1.DefaultSchedulerName {
+		t.Errorf("template %+v", tmpl)
+	}
+	if len(b.Spec.Owners) != 2 || b.Spec.Owners[0].Annotation.Key != provv1.AnnotationConsume ||
+		b.Spec.Owners[1].Annotation.Key != provv1.AnnotationConsumeLegacy || b.Spec.Owners[0].Namespace != "ml" ||
+		b.Spec.Owners[0].Annotation.Value != "train" || b.Spec.TTL.Duration != DefaultBookingDuration || !*b.Spec.AllocateOnce {
+		t.Errorf("owners and lifetime %+v", b.Spec)
+	}
+}
+
+func TestSummarizeBookings(t *testing.T) {
+	r := func(phase schedv1alpha1.ReservationPhase, cond, reason string) schedv1alpha1.Reservation {
+		res := schedv1alpha1.Reservation{Status: schedv1alpha1.ReservationStatus{Phase: phase, NodeName: "n1"}}
+		if cond != "" {
+			status := metav1.ConditionFalse
+			res.Status.Conditions = []metav1.Condition{{Type: cond, Status: status, Reason: reason, Message: "0/2 nodes are available"}}
+		}
+		return res
+	}
+	s := summarizeBookings([]schedv1alpha1.Reservation{
+		r(schedv1alpha1.ReservationAvailable, "", ""),
+		r(schedv1alpha1.ReservationSucceeded, "", ""),
+		r(schedv1alpha1.ReservationFailed, schedv1alpha1.ConditionReady, schedv1alpha1.ReasonExpired),
+		r(schedv1alpha1.ReservationPending, schedv1alpha1.ConditionScheduled, schedv1alpha1.ReasonUnschedulable),
+		r("", "", ""),
+	})
+	if s.total != 5 || s.available != 1 || s.consumed != 1 || s.failed[schedv1alpha1.ReasonExpired] != 1 ||
+		s.pending != 2 || s.unschedulable != "0/2 nodes are available" || len(s.nodes) != 1 {
+		t.Errorf("%+v", s)
+	}
+	// A Reservation stands in the simulation for what it still holds.
+	avail := schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec:   schedv1alpha1.ReservationSpec{Template: schedv1alpha1.ReservationTemplate{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}},
+		Status: schedv1alpha1.ReservationStatus{Phase: schedv1alpha1.ReservationAvailable, NodeName: "n2", Allocated: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}
+	if p := reservationPod(&avail); p == nil || p.Spec.NodeName != "n2" || p.Spec.Containers[0].Resources.Requests.Cpu().String() != "3" {
+		t.Errorf("available reservation as a pod: %+v", p)
+	}
+	avail.Status.Phase = schedv1alpha1.ReservationSucceeded
+	if p := reservationPod(&avail); p != nil {
+		t.Error("a consumed reservation still holds capacity in the simulation")
+	}
+}
