@@ -47,9 +47,9 @@ go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
 step "etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
 go build -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3
 
-step "gantry-cluster (kind/), gantry-webhook (admission/)"
+step "gantry-cluster (kind/), gantry-webhook (admission/), gantry-provisioner (autoscaler/)"
 go build -ldflags "-s -w" -o "${out}/gantry-cluster" ./kind
-go build -ldflags "${k8s_ldflags[*]}" -o "${out}/gantry-webhook" ./admission/cmd/gantry-webhook
+go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" ./admission/cmd/gantry-webhook ./autoscaler/cmd/gantry-provisioner
 
 kwok_version="$(cd hack/tools && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
 step "kwok, kwokctl (${kwok_version})"

@@ -36,6 +36,7 @@ const (
 	LabelMetadataPolicy = "metadatapolicy"
 	LabelReservation    = "reservation"
 	LabelPreemption     = "preemption"
+	LabelProvisioning   = "provisioning"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or

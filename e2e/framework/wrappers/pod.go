@@ -33,6 +33,15 @@ func (p *PodWrapper) Label(k, v string) *PodWrapper {
 	return p
 }
 
+// Annotation sets an annotation.
+func (p *PodWrapper) Annotation(k, v string) *PodWrapper {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[k] = v
+	return p
+}
+
 // Gated adds a scheduling gate.
 func (p *PodWrapper) Gated(gate string) *PodWrapper {
 	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: gate})

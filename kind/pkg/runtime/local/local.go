@@ -1,6 +1,7 @@
 // Package local runs a Gantry cluster as local processes through kwokctl's
 // binary runtime: etcd, Gantry's kube-apiserver and kube-scheduler, upstream
-// kube-controller-manager and the kwok controller, all from the build output.
+// kube-controller-manager, the kwok controller and gantry-provisioner, all
+// from the build output.
 // kwokctl owns process supervision and the cluster PKI; this package only
 // tells it which binaries to run and reads back its state.
 package local
@@ -37,6 +38,7 @@ var components = []struct{ name, binary string }{
 	{"kube-controller-manager", "kube-controller-manager"},
 	{"kube-scheduler", "kube-scheduler"},
 	{"kwok-controller", "kwok"},
+	{"gantry-provisioner", "gantry-provisioner"},
 }
 
 // Runtime is the local runtime.
@@ -178,10 +180,48 @@ func (r *Runtime) Create(ctx context.Context) error {
 	args = append(args,
 		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
 		"--extra-args", "kube-scheduler=authorization-kubeconfig="+filepath.Join(r.clusterDir(), "kubeconfig.yaml"))
+	config, err := r.writeComponentsConfig()
+	if err != nil {
+		return err
+	}
+	args = append(args, "--config", config)
 	if err := r.kwokctl(ctx, args...); err != nil {
 		return err
 	}
 	return r.publishKubeconfig()
+}
+
+// writeComponentsConfig writes the kwokctl configuration that adds Gantry's
+// own components to the cluster: gantry-provisioner, simulating with the
+// cluster scheduler's configuration, leader elected as in production.
+func (r *Runtime) writeComponentsConfig() (string, error) {
+	schedulerConfig := ""
+	if r.o.SchedulerConfig != "" {
+		abs, err := filepath.Abs(r.o.SchedulerConfig)
+		if err != nil {
+			return "", err
+		}
+		schedulerConfig = abs
+	}
+	config := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+components:
+- name: gantry-provisioner
+  binary: %q
+  workDir: %q
+  links: [kube-apiserver]
+  args:
+  - --kubeconfig=%s
+  - --scheduler-config=%s
+  - --leader-elect=true
+  - --metrics-bind-address=0
+  - --health-probe-bind-address=0
+`, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig)
+	if err := os.MkdirAll(r.o.WorkDir, 0o755); err != nil {
+		return "", err
+	}
+	path := filepath.Join(r.o.WorkDir, r.o.Name+"-gantry-components.yaml")
+	return path, os.WriteFile(path, []byte(config), 0o600)
 }
 
 // Start implements cluster.Runtime.
