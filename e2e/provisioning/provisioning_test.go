@@ -99,7 +99,7 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		pod(ctx, "outsider", "")
 		pod(ctx, "insider", "all")
 		framework.Eventually(ctx, func() string { return nodeOf(ctx, "insider") }).ShouldNot(gomega.BeEmpty())
-		gomega.Consistently(ctx, func() string { return nodeOf(ctx, "outsider") }).WithTimeout(5 * time.Second).Should(gomega.BeEmpty(),
+		gomega.Consistently(ctx, func() string { return nodeOf(ctx, "outsider") }).WithTimeout(5*time.Second).Should(gomega.BeEmpty(),
 			"a pod that does not consume the request took booked capacity")
 
 		ginkgo.By("deleting the request: its booking is released and the outsider runs")
