@@ -1,10 +1,7 @@
 package reservation
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/apis/config/scheme"
@@ -14,12 +11,5 @@ import (
 // DecodeArgs turns the plugin's args, as the framework hands them (see
 // scheme.DecodeInto), into defaulted, validated ReservationArgs.
 func DecodeArgs(obj runtime.Object) (*config.ReservationArgs, error) {
-	args := &config.ReservationArgs{}
-	if err := scheme.DecodeInto(obj, args); err != nil {
-		return nil, fmt.Errorf("decoding %s args: %w", Name, err)
-	}
-	if err := validation.ValidateReservationArgs(field.NewPath("pluginConfig", Name, "args"), args); err != nil {
-		return nil, fmt.Errorf("%s args: %w", Name, err)
-	}
-	return args, nil
+	return scheme.DecodePluginArgs(Name, obj, &config.ReservationArgs{}, validation.ValidateReservationArgs)
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedconfigv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
 
@@ -58,6 +59,18 @@ func DecodeInto(obj runtime.Object, into runtime.Object) error {
 	default:
 		return set(into, obj)
 	}
+}
+
+// DecodePluginArgs is DecodeInto followed by validate, with errors that
+// name the plugin: what every Gantry plugin's New does with its args.
+func DecodePluginArgs[T runtime.Object](plugin string, obj runtime.Object, into T, validate func(*field.Path, T) error) (T, error) {
+	if err := DecodeInto(obj, into); err != nil {
+		return into, fmt.Errorf("decoding %s args: %w", plugin, err)
+	}
+	if err := validate(field.NewPath("pluginConfig", plugin, "args"), into); err != nil {
+		return into, fmt.Errorf("%s args: %w", plugin, err)
+	}
+	return into, nil
 }
 
 func set(into, from runtime.Object) error {

@@ -139,24 +139,10 @@ func TestFailedDeletesClearNominationAndRetry(t *testing.T) {
 	took := waitFor(t, "preemptor scheduled after deletes recovered", 60*time.Second, h.scheduled("high"))
 	t.Logf("preemptor scheduled %v after deletes recovered", took.Round(100*time.Millisecond))
 
-	pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	left := 0
-	for _, p := range pods.Items {
-		if strings.HasPrefix(p.Name, "low-") {
-			left++
-		}
-	}
-	if left != 2 {
+	if left := h.lowLeft(t); left != 2 {
 		t.Errorf("%d low-priority pods left, want 2 (2 CPU freed for the 2-CPU preemptor)", left)
 	}
-	for i := range 4 {
-		if n := e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)) - before[i]; n > 1 {
-			t.Errorf("low-%d deleted %d times after recovery, want at most once", i, n)
-		}
-	}
+	h.expectDeletedAtMostOnce(t, before)
 	if counter(t, "gantry_preemption_goroutine_executions_total", "result", "success") < 1 {
 		t.Error("no successful preemption in the metrics")
 	}
@@ -204,24 +190,10 @@ func TestSecondPreemptorWhileFirstInFlight(t *testing.T) {
 
 			waitFor(t, "first preemptor scheduled", 60*time.Second, h.scheduled("first"))
 			waitFor(t, "second preemptor scheduled", 60*time.Second, h.scheduled("second"))
-			pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			left := 0
-			for _, p := range pods.Items {
-				if strings.HasPrefix(p.Name, "low-") {
-					left++
-				}
-			}
-			if left != tc.wantLeft {
+			if left := h.lowLeft(t); left != tc.wantLeft {
 				t.Errorf("%d low-priority pods left, want %d", left, tc.wantLeft)
 			}
-			for i := range 4 {
-				if n := e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)); n > 1 {
-					t.Errorf("low-%d deleted %d times", i, n)
-				}
-			}
+			h.expectDeletedAtMostOnce(t, nil)
 		})
 	}
 }
@@ -286,7 +258,16 @@ func TestPendingReservationPreempts(t *testing.T) {
 	if in.Spec.NodeName != "" {
 		t.Errorf("the non-preempting intruder took room preempted for the reservation (node %s)", in.Spec.NodeName)
 	}
-	pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	if left := h.lowLeft(t); left != 2 {
+		t.Errorf("%d low-priority pods left, want 2 (2 CPU preempted for the reservation)", left)
+	}
+	h.expectDeletedAtMostOnce(t, nil)
+}
+
+// lowLeft is how many low-priority pods ("low-…") exist.
+func (h helpers) lowLeft(t *testing.T) int {
+	t.Helper()
+	pods, err := h.e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,12 +277,16 @@ func TestPendingReservationPreempts(t *testing.T) {
 			left++
 		}
 	}
-	if left != 2 {
-		t.Errorf("%d low-priority pods left, want 2 (2 CPU preempted for the reservation)", left)
-	}
+	return left
+}
+
+// expectDeletedAtMostOnce checks that no low-i pod got more than one
+// delete request (beyond before[i], when given).
+func (h helpers) expectDeletedAtMostOnce(t *testing.T, before map[int]int) {
+	t.Helper()
 	for i := range 4 {
-		if n := e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)); n > 1 {
-			t.Errorf("low-%d deleted %d times", i, n)
+		if n := h.e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)) - before[i]; n > 1 {
+			t.Errorf("low-%d deleted %d times, want at most once", i, n)
 		}
 	}
 }
