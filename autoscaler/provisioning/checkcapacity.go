@@ -155,8 +155,13 @@ func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.Provisioning
 	if st.unschedulable != "" {
 		why += ": " + st.unschedulable
 	}
-	if len(st.failed) > 0 {
+	switch {
+	case len(st.failed) > 0:
 		why = fmt.Sprintf("booking lost before it was confirmed (%v)", st.failed)
+	case st.total < want:
+		// The provisioner stopped while creating them: the placement they
+		// followed may be stale now.
+		why = fmt.Sprintf("booking interrupted with %d of %d reservations created", st.total, want)
 	}
 	if err := r.release(ctx, pr, why); err != nil {
 		return reconcile.Result{}, err
