@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,22 +35,31 @@ func setup(t *testing.T) *env {
 	e := &env{Env: schedtest.Setup(t), t: t}
 	e.CreateNodes(2, "4")
 	e.StartScheduler(schedtest.GantryProfile)
-	_, ctx := ktesting.NewTestContext(t)
+	e.startProvisioner()
+	return e
+}
+
+// startProvisioner runs gantry-provisioner's manager in-process (leader
+// elected, as deployed); the returned func stops it and waits.
+func (e *env) startProvisioner() (stop func()) {
+	_, ctx := ktesting.NewTestContext(e.t)
 	ctx, cancel := context.WithCancel(ctx)
 	mgr, err := app.New(ctx, e.Config, app.Options{SchedulerName: v1.DefaultSchedulerName,
+		LeaderElect: true, LeaderElectionNamespace: "default",
 		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("provisioner: %v", err)
+			e.t.Errorf("provisioner: %v", err)
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	return e
+	stop = func() { cancel(); <-done }
+	e.t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) template(ns, name, cpu string) {
@@ -272,5 +280,49 @@ func TestCheckCapacity(t *testing.T) {
 	if len(pr.Status.Conditions) != 0 || len(pr.Finalizers) != 0 {
 		t.Errorf("a request of another class was touched: %+v, finalizers %v", pr.Status.Conditions, pr.Finalizers)
 	}
-	_ = fmt.Sprint()
+}
+
+// TestRestartMidBooking: the provisioner stops after booking and before the
+// scheduler has placed the booking; a new one (a new leader) takes over,
+// confirms the same booking once the scheduler runs, and creates nothing
+// twice.
+func TestRestartMidBooking(t *testing.T) {
+	e := &env{Env: schedtest.Setup(t), t: t}
+	e.CreateNodes(2, "4")
+	e.template("default", "workers", "1")
+	stop := e.startProvisioner()
+	e.request("default", "resumed", provv1.ClassCheckCapacity, "workers", 5, nil)
+	e.waitCondition("default", "resumed", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonBooking, 30*time.Second)
+	uid := e.uid("default", "resumed")
+	before := e.bookings(uid)
+	if len(before) != 5 {
+		t.Fatalf("%d reservations booked, want 5", len(before))
+	}
+	stop()
+
+	// No scheduler ran so far: the booking waits to be placed.
+	e.startProvisioner()
+	e.StartScheduler(schedtest.GantryProfile)
+	c := e.waitCondition("default", "resumed", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, 60*time.Second)
+	t.Logf("after the restart: %s", c.Message)
+	after := e.bookings(uid)
+	if len(after) != 5 {
+		t.Fatalf("%d reservations after the restart, want the same 5", len(after))
+	}
+	names := map[string]bool{}
+	for _, r := range before {
+		names[r.Name] = true
+	}
+	for _, r := range after {
+		if !names[r.Name] {
+			t.Errorf("reservation %s was created after the restart: the booking was redone", r.Name)
+		}
+	}
+	pr, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(context.Background(), "resumed", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pr.Annotations[provisioning.AnnotationAttempts]; n != "" {
+		t.Errorf("the restart counted as a failed attempt (%s)", n)
+	}
 }
