@@ -24,6 +24,7 @@ import (
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -48,6 +49,9 @@ type Options struct {
 	HealthAddress           string
 	// PlacementTimeout: see provisioning.Reconciler.
 	PlacementTimeout time.Duration
+	// SkipNameValidation lets one process build the manager more than once
+	// (tests that restart the provisioner in-process).
+	SkipNameValidation bool
 }
 
 // Scheme holds every type the provisioner reads or writes.
@@ -104,8 +108,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        "gantry-provisioner",
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddress},
-		HealthProbeBindAddress:  o.HealthAddress,
+		// A provisioner that stops gracefully hands over at once.
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddress},
+		HealthProbeBindAddress:        o.HealthAddress,
+		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, err

@@ -46,7 +46,7 @@ func (e *env) startProvisioner() (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	mgr, err := app.New(ctx, e.Config, app.Options{SchedulerName: v1.DefaultSchedulerName,
 		LeaderElect: true, LeaderElectionNamespace: "default",
-		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second})
+		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true})
 	if err != nil {
 		e.t.Fatal(err)
 	}
