@@ -49,6 +49,9 @@ type Options struct {
 	HealthAddress           string
 	// PlacementTimeout: see provisioning.Reconciler.
 	PlacementTimeout time.Duration
+	// QPS and Burst of the client, when the rest config sets none.
+	QPS   float32
+	Burst int
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -102,6 +105,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	profile, err := Profile(o.SchedulerConfig, o.SchedulerName)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.QPS == 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,6 +96,11 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 		}
 	}
 
+	// From snapshot to a booking the cache shows, one request at a time:
+	// two requests must not book the same room. Everything else runs on
+	// several workers.
+	r.bookMu.Lock()
+	defer r.bookMu.Unlock()
 	cluster, err := r.cluster(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -108,14 +114,18 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 		return reconcile.Result{}, fmt.Errorf("simulating: %w", err)
 	}
 	nodes := map[string]bool{}
+	var todo []*schedv1alpha1.Reservation
 	for si, s := range sets {
 		for i, node := range placement[s.Name] {
 			nodes[node] = true
-			b := bookingFor(pr, si, i, s.Pod, node, class)
-			if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-				return reconcile.Result{}, fmt.Errorf("booking %s: %w", b.Name, err)
-			}
+			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, class))
 		}
+	}
+	// The next request's simulation must count these before the cache
+	// shows them, or it would book the same room.
+	r.assume(todo)
+	if err := r.createAll(ctx, todo); err != nil {
+		return reconcile.Result{}, err
 	}
 	msg := fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", countPods(sets), len(nodes))
 	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(sets), "nodes", len(nodes))
@@ -125,6 +135,25 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
+}
+
+// createConcurrency bounds the Reservation creates in flight for a booking.
+const createConcurrency = 8
+
+// createAll creates the booking's Reservations, several at a time; one
+// that exists already (an attempt resumed) is fine.
+func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservation) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(createConcurrency)
+	for _, b := range rs {
+		g.Go(func() error {
+			if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("booking %s: %w", b.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // confirmBooking looks at the Reservations of the current attempt: all
@@ -281,15 +310,73 @@ func (r *Reconciler) cluster(ctx context.Context) (simulator.Cluster, error) {
 		}
 	}
 	var rs schedv1alpha1.ReservationList
-	if err := r.Client.List(ctx, &rs); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
 		return c, err
 	}
-	for i := range rs.Items {
-		if p := reservationPod(&rs.Items[i]); p != nil {
+	all := r.withAssumed(rs.Items)
+	for i := range all {
+		if p := reservationPod(&all[i]); p != nil {
 			c.Pods = append(c.Pods, p)
 		}
 	}
 	return c, nil
+}
+
+// assumeFor is how long a booking just made stands in the simulation
+// before the cache shows it; after that the cache is the truth.
+const assumeFor = time.Minute
+
+// assume records Reservations being created, for the simulations that run
+// before the cache shows them.
+func (r *Reconciler) assume(rs []*schedv1alpha1.Reservation) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	if r.assumed == nil {
+		r.assumed = map[string]assumedReservation{}
+	}
+	now := r.Clock.Now()
+	for _, res := range rs {
+		r.assumed[res.Name] = assumedReservation{res: res, at: now}
+	}
+}
+
+type assumedReservation struct {
+	res *schedv1alpha1.Reservation
+	at  time.Time
+}
+
+// unassume forgets Reservations deleted before the cache showed them.
+func (r *Reconciler) unassume(names ...string) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	for _, n := range names {
+		delete(r.assumed, n)
+	}
+}
+
+// withAssumed returns cached plus the assumed Reservations the cache does
+// not show yet, and forgets those it shows or that are too old.
+func (r *Reconciler) withAssumed(cached []schedv1alpha1.Reservation) []schedv1alpha1.Reservation {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	if len(r.assumed) == 0 {
+		return cached
+	}
+	seen := make(map[string]bool, len(cached))
+	for i := range cached {
+		seen[cached[i].Name] = true
+	}
+	now := r.Clock.Now()
+	out := append([]schedv1alpha1.Reservation(nil), cached...)
+	for name, a := range r.assumed {
+		if seen[name] || now.Sub(a.at) > assumeFor {
+			delete(r.assumed, name)
+			continue
+		}
+		out = append(out, *a.res)
+	}
+	return out
 }
 
 // reservationPod is the pod standing for the capacity a Reservation holds,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -62,7 +64,16 @@ type Reconciler struct {
 	// unplaced (the scheduler found the room taken since the simulation)
 	// before the attempt counts as failed and is retried.
 	PlacementTimeout time.Duration
+
+	bookMu sync.Mutex
+	// assumed are Reservations being created that the cache may not show yet.
+	assumedMu sync.Mutex
+	assumed   map[string]assumedReservation
 }
+
+// Workers is how many requests the controller reconciles at once; booking
+// itself is serialized (bookMu).
+const Workers = 4
 
 // SetupWithManager registers the controller: it watches requests, their
 // bookings, classes and PodTemplates.
@@ -70,6 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
 		For(&provv1.ProvisioningRequest{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: Workers}).
 		Watches(&schedv1alpha1.Reservation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			ns, name, ok := splitKey(o.GetAnnotations()[AnnotationRequest])
 			if !ok {
@@ -189,6 +201,7 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 		if err := r.Client.Delete(ctx, &bookings[i]); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("releasing booking %s: %w", bookings[i].Name, err)
 		}
+		r.unassume(bookings[i].Name)
 	}
 	if len(bookings) > 0 && why != "" {
 		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released %d reserved pods' capacity: %s", len(bookings), why)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
@@ -169,5 +170,28 @@ func TestSummarizeBookings(t *testing.T) {
 	avail.Status.Phase = schedv1alpha1.ReservationSucceeded
 	if p := reservationPod(&avail); p != nil {
 		t.Error("a consumed reservation still holds capacity in the simulation")
+	}
+}
+
+// A booking just made counts in the next simulation before the cache shows
+// it, and only once when it does.
+func TestAssumedBookings(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	r := &Reconciler{Clock: clk}
+	mk := func(name string) *schedv1alpha1.Reservation {
+		return &schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	r.assume([]*schedv1alpha1.Reservation{mk("a"), mk("b"), mk("c")})
+	got := r.withAssumed([]schedv1alpha1.Reservation{*mk("a")})
+	if len(got) != 3 {
+		t.Fatalf("cache {a} + assumed {a,b,c} gave %d, want 3", len(got))
+	}
+	r.unassume("b")
+	if got := r.withAssumed(nil); len(got) != 1 || got[0].Name != "c" {
+		t.Fatalf("after a shown by the cache and b released: %v, want c", got)
+	}
+	clk.Step(assumeFor + time.Second)
+	if got := r.withAssumed(nil); len(got) != 0 {
+		t.Errorf("an assumption outlived %s: %v", assumeFor, got)
 	}
 }

@@ -29,6 +29,8 @@ func main() {
 	pflag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "kube-system", "namespace of the leader election lease")
 	pflag.StringVar(&o.MetricsAddress, "metrics-bind-address", ":8082", "address of /metrics (\"0\" off)")
 	pflag.StringVar(&o.HealthAddress, "health-probe-bind-address", ":8083", "address of /healthz and /readyz (\"0\" off)")
+	pflag.Float32Var(&o.QPS, "kube-api-qps", 100, "client QPS to kube-apiserver (bookings are one create per pod)")
+	pflag.IntVar(&o.Burst, "kube-api-burst", 200, "client burst to kube-apiserver")
 	pflag.DurationVar(&o.PlacementTimeout, "booking-placement-timeout", 30*time.Second, "how long a booking's reservations may stay unplaced before the attempt is retried")
 	klog.InitFlags(nil)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)

@@ -27,7 +27,7 @@ import (
 
 type env struct {
 	*schedtest.Env
-	t *testing.T
+	t testing.TB
 }
 
 // setup: two nodes of 4 CPUs, Gantry's scheduler, the provisioner.
