@@ -40,16 +40,19 @@ type Simulator struct {
 
 // New builds the framework of profile with the in-tree plugins it enables.
 // Plugins the in-tree registry does not know (Gantry's Reservation and
-// AsyncPreemption: neither filters; reserved capacity is in the snapshot)
-// and DynamicResources (resource claims are not simulated; requests whose
-// pods have claims are refused) are left out; Skipped lists them.
+// AsyncPreemption: neither filters; reserved capacity is in the snapshot),
+// DefaultPreemption (the simulation never preempts) and DynamicResources
+// (resource claims are not simulated; requests whose pods have claims are
+// refused) are left out; Skipped lists them.
 func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory) (*Simulator, error) {
 	// The framework counts its plugins in kube-scheduler's metrics.
 	schedmetrics.Register()
 	registry := plugins.NewInTreeRegistry()
 	p, skipped := restrict(profile, func(name string) bool {
 		_, known := registry[name]
-		return known && name != names.DynamicResources
+		// The simulation never preempts: DefaultPreemption (and the
+		// PodDisruptionBudgets it watches) is not needed.
+		return known && name != names.DynamicResources && name != names.DefaultPreemption
 	})
 	lister := &listerProxy{SharedLister: cache.NewEmptySnapshot()}
 	fw, err := frameworkruntime.NewFramework(ctx, registry, p,

@@ -4,16 +4,21 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -22,6 +27,7 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 )
 
@@ -39,13 +45,64 @@ func setup(t *testing.T) *env {
 	return e
 }
 
+const serviceAccountNamespace = "gantry-system"
+
+// asProvisioner installs autoscaler/config/rbac.yaml and returns a client
+// config that impersonates its ServiceAccount: the provisioner runs with
+// exactly the permissions it ships with.
+func (e *env) asProvisioner() *rest.Config {
+	e.t.Helper()
+	ctx := context.Background()
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serviceAccountNamespace}}
+	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		e.t.Fatal(err)
+	}
+	root, err := cluster.FindRoot()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "autoscaler", "config", "rbac.yaml"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
+		if err != nil {
+			e.t.Fatalf("rbac.yaml: %v", err)
+		}
+		switch o := obj.(type) {
+		case *v1.ServiceAccount:
+			_, err = e.Client.CoreV1().ServiceAccounts(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRole:
+			_, err = e.Client.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.ClusterRoleBinding:
+			_, err = e.Client.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = e.Client.RbacV1().Roles(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			_, err = e.Client.RbacV1().RoleBindings(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			e.t.Fatalf("rbac.yaml holds a %T", obj)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			e.t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + serviceAccountNamespace + ":gantry-provisioner",
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + serviceAccountNamespace, "system:authenticated"},
+	}
+	return cfg
+}
+
 // startProvisioner runs gantry-provisioner's manager in-process (leader
 // elected, as deployed); the returned func stops it and waits.
 func (e *env) startProvisioner() (stop func()) {
 	_, ctx := ktesting.NewTestContext(e.t)
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := app.New(ctx, e.Config, app.Options{SchedulerName: v1.DefaultSchedulerName,
-		LeaderElect: true, LeaderElectionNamespace: "default",
+	mgr, err := app.New(ctx, e.asProvisioner(), app.Options{SchedulerName: v1.DefaultSchedulerName,
+		LeaderElect: true, LeaderElectionNamespace: serviceAccountNamespace,
 		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true})
 	if err != nil {
 		e.t.Fatal(err)
