@@ -163,6 +163,7 @@ func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservat
 func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
 	deadline time.Time, sets []simulator.PodSet, bookings []schedv1alpha1.Reservation) (reconcile.Result, error) {
 	st := summarizeBookings(bookings)
+	r.trackBookings(pr.UID, st.available+st.pending)
 	want := countPods(sets)
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
@@ -246,6 +247,7 @@ func (r *Reconciler) watchBooking(ctx context.Context, pr *provv1.ProvisioningRe
 		return reconcile.Result{}, err
 	}
 	st := summarizeBookings(bookings)
+	r.trackBookings(pr.UID, st.available+st.pending)
 	typ, reason, msg := "", "", ""
 	switch {
 	case st.failed[schedv1alpha1.ReasonNodeDeleted]+st.failed[schedv1alpha1.ReasonPreempted] > 0:

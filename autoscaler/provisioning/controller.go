@@ -69,6 +69,10 @@ type Reconciler struct {
 	// assumed are Reservations being created that the cache may not show yet.
 	assumedMu sync.Mutex
 	assumed   map[string]assumedReservation
+	// active counts, per request, the Reservations holding capacity (for
+	// gantry_provisioning_bookings_active).
+	activeMu sync.Mutex
+	active   map[types.UID]int
 }
 
 // Workers is how many requests the controller reconciles at once; booking
@@ -203,6 +207,7 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 		}
 		r.unassume(bookings[i].Name)
 	}
+	r.trackBookings(pr.UID, 0)
 	if len(bookings) > 0 && why != "" {
 		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released %d reserved pods' capacity: %s", len(bookings), why)
 	}

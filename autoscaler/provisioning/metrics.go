@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
@@ -15,6 +16,10 @@ var (
 		Name: "gantry_provisioning_requests_total",
 		Help: "ProvisioningRequests that reached a result, by class and result (provisioned, failed).",
 	}, []string{"class", "result"})
+	bookingsActive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gantry_provisioning_bookings_active",
+		Help: "Reservations booked for ProvisioningRequests that still hold capacity (Pending or Available).",
+	})
 	timeToProvisioned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_provisioning_time_to_provisioned_seconds",
 		Help:    "Time from a ProvisioningRequest's creation to Provisioned=True, by class.",
@@ -23,7 +28,27 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }
+
+// trackBookings records how many of a request's Reservations hold capacity
+// and sets the gauge to the sum over requests.
+func (r *Reconciler) trackBookings(uid types.UID, active int) {
+	r.activeMu.Lock()
+	defer r.activeMu.Unlock()
+	if r.active == nil {
+		r.active = map[types.UID]int{}
+	}
+	if active == 0 {
+		delete(r.active, uid)
+	} else {
+		r.active[uid] = active
+	}
+	sum := 0
+	for _, n := range r.active {
+		sum += n
+	}
+	bookingsActive.Set(float64(sum))
+}

@@ -22,6 +22,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
@@ -230,6 +232,9 @@ func TestCheckCapacity(t *testing.T) {
 		if got := e.bookings(uid); len(got) != 8 {
 			t.Fatalf("%d reservations booked, want 8", len(got))
 		}
+		if g := gauge(t, "gantry_provisioning_bookings_active"); g != 8 {
+			t.Errorf("gantry_provisioning_bookings_active = %v, want 8", g)
+		}
 		e.pod("outsider", "1", "")
 		e.pod("consumer", "1", "fits")
 		e.waitFor("consumer scheduled", 30*time.Second, func() bool { return e.nodeOf("consumer") != "" })
@@ -253,6 +258,9 @@ func TestCheckCapacity(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		})
 		e.waitFor("booking released", 20*time.Second, func() bool { return len(e.bookings(uid)) == 0 })
+		if g := gauge(t, "gantry_provisioning_bookings_active"); g != 0 {
+			t.Errorf("gantry_provisioning_bookings_active = %v after the release, want 0", g)
+		}
 		e.waitFor("outsider scheduled once the booking is released", 30*time.Second, func() bool { return e.nodeOf("outsider") != "" })
 		for _, p := range []string{"outsider", "consumer"} {
 			_ = e.Client.CoreV1().Pods("default").Delete(ctx, p, metav1.DeleteOptions{})
@@ -337,6 +345,22 @@ func TestCheckCapacity(t *testing.T) {
 	if len(pr.Status.Conditions) != 0 || len(pr.Finalizers) != 0 {
 		t.Errorf("a request of another class was touched: %+v, finalizers %v", pr.Status.Conditions, pr.Finalizers)
 	}
+}
+
+// gauge reads a gauge of the provisioner's (controller-runtime's) registry.
+func gauge(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
 }
 
 // TestRestartMidBooking: the provisioner stops after booking and before the
