@@ -1,0 +1,51 @@
+// Package nodegroups is the interface gantry-provisioner adds and removes
+// nodes through, shaped like cluster-autoscaler's cloudprovider.NodeGroup
+// so that the provisioning logic could be carried into a cluster-autoscaler
+// build: a group of identical nodes with a size range, a template node for
+// simulation, and calls to grow and shrink it.
+package nodegroups
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Labels the provisioner's node groups put on the nodes they create.
+const (
+	// LabelNodeGroup names the group a node belongs to.
+	LabelNodeGroup = "autoscaling.gantry.dev/node-group"
+	// LabelAttempt names the scale-up attempt that created a node, so that
+	// a failed attempt is rolled back node for node and nothing else.
+	LabelAttempt = "autoscaling.gantry.dev/scale-up-attempt"
+)
+
+// NodeGroup is a set of identical nodes.
+type NodeGroup interface {
+	// ID names the group.
+	ID() string
+	// MinSize and MaxSize bound the group's size.
+	MinSize() int
+	MaxSize() int
+	// TargetSize is how many nodes the group has or is creating.
+	TargetSize(ctx context.Context) (int, error)
+	// IncreaseSize creates delta nodes for a scale-up attempt and returns
+	// their names. It fails, creating nothing, if the group would exceed
+	// MaxSize.
+	IncreaseSize(ctx context.Context, delta int, attempt string) ([]string, error)
+	// DeleteNodes removes nodes of the group. A node already gone is fine.
+	DeleteNodes(ctx context.Context, names []string) error
+	// Nodes lists the group's nodes.
+	Nodes(ctx context.Context) ([]*v1.Node, error)
+	// TemplateNode is a node as the group creates it, for simulation.
+	TemplateNode() *v1.Node
+}
+
+// Provider is a set of node groups.
+type Provider interface {
+	// NodeGroups lists the groups.
+	NodeGroups() []NodeGroup
+	// NodeGroupForNode is the group of a node, or false for a node no
+	// group owns (the provisioner never removes those).
+	NodeGroupForNode(*v1.Node) (NodeGroup, bool)
+}
