@@ -267,4 +267,3 @@ func (g *group) DeleteNodes(ctx context.Context, names []string) error {
 	}
 	return errors.Join(errs...)
 }
-
