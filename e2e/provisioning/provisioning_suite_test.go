@@ -2,7 +2,8 @@
 // serves ProvisioningRequests (autoscaling.x-k8s.io/v1) of check-capacity
 // classes on the local cluster: capacity found and booked with Reservations
 // that keep other pods off and let the request's pods in, capacity not
-// found, quota exceeded, and a deleted request's booking released.
+// found, quota exceeded, a deleted request's booking released, and the
+// Kueue-style flow of gated pods narrowed to the booked nodes.
 //
 // The specs measure capacity, so they run one at a time (Serial) on a
 // cluster of their own (two kwok nodes).

@@ -16,6 +16,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
@@ -124,5 +125,57 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		c := waitCondition(ctx, "greedy", provv1.ConditionFailed, provisioning.ReasonQuotaExceeded)
 		gomega.Expect(c.Message).To(gomega.ContainSubstring("requests.cpu requested 2"))
 		gomega.Expect(bookings(ctx, pr)).To(gomega.BeZero())
+	})
+
+	ginkgo.It("lets gated consumer pods, as Kueue makes them, be narrowed to the booked nodes and ungated in one update", func(ctx ginkgo.SpecContext) {
+		ginkgo.By("creating two gated pods that consume the request, and the request")
+		for _, name := range []string{"worker-0", "worker-1"} {
+			p := MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi").Gated("kueue.x-k8s.io/admission").
+				Annotation(provv1.AnnotationConsume, "gated")
+			p.NoGrace()
+			_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p.Obj(), metav1.CreateOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		}
+		pr := create(ctx, "gated", 2, nil)
+		waitCondition(ctx, "gated", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+
+		ginkgo.By("reading the booked nodes from the request's reservations")
+		list, err := gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		booked := map[string]bool{}
+		var nodeNames []string
+		for _, r := range list.Items {
+			if !booked[r.Status.NodeName] {
+				booked[r.Status.NodeName] = true
+				nodeNames = append(nodeNames, r.Status.NodeName)
+			}
+		}
+		gomega.Expect(nodeNames).NotTo(gomega.BeEmpty())
+
+		ginkgo.By(fmt.Sprintf("narrowing each pod to %v and removing its gate in the same update", nodeNames))
+		for _, name := range []string{"worker-0", "worker-1"} {
+			p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			p.Spec.SchedulingGates = nil
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{Term(In(corev1.LabelHostname, nodeNames...))}}}}
+			_, err = f.Client.CoreV1().Pods(f.Namespace).Update(ctx, p, metav1.UpdateOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "kube-apiserver refused the narrowing update of gated pod %s", name)
+		}
+		for _, name := range []string{"worker-0", "worker-1"} {
+			framework.Eventually(ctx, func() string { return nodeOf(ctx, name) }).Should(gomega.BeElementOf(nodeNames))
+		}
+		ginkgo.By("checking each pod consumed one of the request's reservations")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			list, err := gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			consumed := 0
+			for _, r := range list.Items {
+				if r.Status.Phase == schedv1alpha1.ReservationSucceeded {
+					consumed++
+				}
+			}
+			g.Expect(consumed).To(gomega.Equal(2))
+		}).Should(gomega.Succeed())
 	})
 })
