@@ -143,9 +143,6 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout,
 	}
-	// The listers must be registered with the factory before it starts.
-	_ = factory.Core().V1().Nodes().Informer()
-	_ = factory.Core().V1().Pods().Informer()
 	synced := &atomic.Bool{}
 	r.Synced = synced.Load
 	if err := mgr.Add(informersRunnable{factory, synced}); err != nil {

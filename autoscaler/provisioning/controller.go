@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -87,8 +88,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&provv1.ProvisioningRequest{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: Workers}).
 		Watches(&schedv1alpha1.Reservation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			ns, name, ok := splitKey(o.GetAnnotations()[AnnotationRequest])
-			if !ok {
+			ns, name, err := cache.SplitMetaNamespaceKey(o.GetAnnotations()[AnnotationRequest])
+			if err != nil || ns == "" || name == "" {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
@@ -96,15 +97,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
 		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace)).
 		Complete(r)
-}
-
-func splitKey(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], i > 0 && i < len(s)-1
-		}
-	}
-	return "", "", false
 }
 
 func (r *Reconciler) requestsOfClass(ctx context.Context, o client.Object) []reconcile.Request {

@@ -96,7 +96,6 @@ func restrict(profile *config.KubeSchedulerProfile, keep func(string) bool) (*co
 		if len(p.Plugins.Bind.Enabled) == 0 && len(p.Plugins.Bind.Disabled) > 0 {
 			p.Plugins.Bind.Enabled = []config.Plugin{{Name: names.DefaultBinder}}
 		}
-		p.Plugins.MultiPoint.Disabled = append(p.Plugins.MultiPoint.Disabled, config.Plugin{Name: names.DynamicResources})
 	}
 	var cfgs []config.PluginConfig
 	for _, c := range p.PluginConfig {

@@ -21,11 +21,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
-
-// KwokAnnotation hands a node to the kwok controller (its default
-// node selector).
-const KwokAnnotation = "kwok.x-k8s.io/node"
 
 // Config is the provider's configuration file.
 type Config struct {
@@ -193,7 +190,7 @@ func (g *group) node(name, attempt string, managed bool) *v1.Node {
 	}
 	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
 	if managed {
-		annotations[KwokAnnotation] = "fake"
+		annotations[nodes.KwokAnnotation] = "fake"
 	}
 	capacity := g.cfg.Capacity.DeepCopy()
 	return &v1.Node{

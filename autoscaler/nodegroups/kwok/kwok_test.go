@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 
 const good = `
@@ -94,7 +95,7 @@ func TestScaleUpAndDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Labels[nodegroups.LabelAttempt] != "a1" || n.Labels["pool"] != "general" || n.Annotations[KwokAnnotation] != "fake" ||
+	if n.Labels[nodegroups.LabelAttempt] != "a1" || n.Labels["pool"] != "general" || n.Annotations[nodes.KwokAnnotation] != "fake" ||
 		len(n.Spec.Taints) != 1 || n.Status.Allocatable.Cpu().String() != "4" {
 		t.Errorf("created node %+v", n)
 	}
@@ -131,7 +132,7 @@ func TestFailureInjection(t *testing.T) {
 		t.Fatalf("created %v, want the 3 that did not fail", names)
 	}
 	n, _ := client.CoreV1().Nodes().Get(context.Background(), "flaky-b7-0", metav1.GetOptions{})
-	if _, managed := n.Annotations[KwokAnnotation]; managed {
+	if _, managed := n.Annotations[nodes.KwokAnnotation]; managed {
 		t.Error("the never-Ready node is handed to kwok")
 	}
 }
