@@ -1,6 +1,7 @@
 // Package app builds and runs gantry-provisioner: a controller-runtime
 // manager (leader election, metrics, health) with the ProvisioningRequest
-// controller and the scheduling simulator it decides with.
+// controller, the scheduling simulator it decides with, the node-group
+// provider atomic scale-ups use, and scale-down.
 package app
 
 import (
@@ -28,6 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
@@ -52,6 +55,15 @@ type Options struct {
 	// QPS and Burst of the client, when the rest config sets none.
 	QPS   float32
 	Burst int
+	// NodeGroupProvider names the provider atomic scale-ups add nodes
+	// through ("" none, "kwok"), configured by NodeGroupConfig.
+	NodeGroupProvider string
+	NodeGroupConfig   string
+	// ScaleDownUnneededTime is how long a node the provisioner created
+	// must be empty and unbooked before it is removed (0: never);
+	// ScaleDownInterval is how often nodes are looked at.
+	ScaleDownUnneededTime time.Duration
+	ScaleDownInterval     time.Duration
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -137,8 +149,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if skipped := sim.Skipped(); len(skipped) > 0 {
 		logger.Info("Simulating without plugins of the profile", "profile", o.SchedulerName, "skipped", skipped)
 	}
+	provider, err := newProvider(o, client)
+	if err != nil {
+		return nil, err
+	}
+	if provider != nil && o.ScaleDownUnneededTime > 0 && o.ScaleDownInterval <= 0 {
+		return nil, fmt.Errorf("scale-down interval must be positive, got %s", o.ScaleDownInterval)
+	}
 	r := &provisioning.Reconciler{
-		Client: mgr.GetClient(), Simulator: sim,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Simulator: sim, Provider: provider,
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: factory.Core().V1().Pods().Lister(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout,
@@ -150,6 +169,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, err
+	}
+	if provider != nil && o.ScaleDownUnneededTime > 0 {
+		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval}); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
@@ -163,6 +187,25 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// newProvider builds the configured node-group provider (nil for none).
+func newProvider(o Options, client kubernetes.Interface) (nodegroups.Provider, error) {
+	switch o.NodeGroupProvider {
+	case "":
+		if o.NodeGroupConfig != "" {
+			return nil, errors.New("a node-group configuration needs a node-group provider")
+		}
+		return nil, nil
+	case "kwok":
+		cfg, err := kwok.LoadConfig(o.NodeGroupConfig)
+		if err != nil {
+			return nil, err
+		}
+		return kwok.New(cfg, client), nil
+	default:
+		return nil, fmt.Errorf("unknown node-group provider %q (known: kwok)", o.NodeGroupProvider)
+	}
 }
 
 // informersRunnable starts the client-go informers with the manager and

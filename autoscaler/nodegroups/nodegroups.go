@@ -49,3 +49,32 @@ type Provider interface {
 	// group owns (the provisioner never removes those).
 	NodeGroupForNode(*v1.Node) (NodeGroup, bool)
 }
+
+// AttemptRollbacker is a NodeGroup that can undo a scale-up attempt
+// itself, including what has no Node yet (a cloud machine still booting).
+type AttemptRollbacker interface {
+	RollBack(ctx context.Context, attempt string) error
+}
+
+// RollBack removes every node a scale-up attempt added to g, and returns
+// how many nodes it deleted. Groups that implement AttemptRollbacker do it
+// themselves; for the others the attempt's nodes are those with its label.
+func RollBack(ctx context.Context, g NodeGroup, attempt string) (int, error) {
+	nodes, err := g.Nodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var names []string
+	for _, n := range nodes {
+		if n.Labels[LabelAttempt] == attempt {
+			names = append(names, n.Name)
+		}
+	}
+	if r, ok := g.(AttemptRollbacker); ok {
+		return len(names), r.RollBack(ctx, attempt)
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	return len(names), g.DeleteNodes(ctx, names)
+}

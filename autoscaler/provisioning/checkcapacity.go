@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -18,13 +19,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
-// checkCapacity serves a request of a check-capacity class.
-func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningRequest, class Class) (reconcile.Result, error) {
+// serve moves a request of a served class along: accept it, check quota,
+// simulate, scale up (atomic classes), book, confirm, and then watch the
+// booking until it ends.
+func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, class Class) (reconcile.Result, error) {
 	now := r.Clock.Now()
 	params, err := parameters(pr, class)
 	if err != nil {
@@ -56,7 +61,7 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 	for _, s := range sets {
 		if len(s.Pod.Spec.ResourceClaims) > 0 {
 			return r.fail(ctx, pr, class, ReasonUnsupportedPods,
-				fmt.Sprintf("pod set %s uses resource claims, which check-capacity does not simulate", s.Name))
+				fmt.Sprintf("pod set %s uses resource claims, which the provisioner does not simulate", s.Name))
 		}
 	}
 	if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
@@ -74,6 +79,9 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 	}
 	if len(bookings) > 0 {
 		return r.confirmBooking(ctx, pr, class, params, deadline, sets, bookings)
+	}
+	if scaleUpInFlight(pr) {
+		return r.followScaleUp(ctx, pr, class, params, deadline, sets)
 	}
 
 	// A new attempt only once the backoff of the last failed one is over
@@ -95,19 +103,37 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 			return r.fail(ctx, pr, class, ReasonQuotaExceeded, err.Error())
 		}
 	}
+	return r.simulateAndBook(ctx, pr, class, params, deadline, sets)
+}
 
+// simulateAndBook places the request's pods on the cluster and books the
+// placement. When they do not fit, a check-capacity request has found no
+// capacity, an atomic one starts a scale-up, and one whose scale-up nodes
+// are all Ready has lost them (the attempt is rolled back).
+func (r *Reconciler) simulateAndBook(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
+	deadline time.Time, sets []simulator.PodSet) (reconcile.Result, error) {
 	// From snapshot to a booking the cache shows, one request at a time:
 	// two requests must not book the same room. Everything else runs on
 	// several workers.
 	r.bookMu.Lock()
-	defer r.bookMu.Unlock()
-	cluster, err := r.cluster(ctx)
+	unlock := sync.OnceFunc(r.bookMu.Unlock)
+	defer unlock()
+	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	placement, err := r.Simulator.Place(ctx, cluster, sets)
 	var unschedulable *simulator.Unschedulable
 	if errors.As(err, &unschedulable) {
+		switch {
+		case scaleUpInFlight(pr):
+			unlock()
+			return r.abortScaleUp(ctx, pr, class, params, deadline,
+				"the attempt's nodes are Ready but the pods no longer fit: "+unschedulable.Error())
+		case class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp:
+			return r.startScaleUp(ctx, pr, class, params, deadline, cluster, sets, unschedulable, unlock)
+		}
+		unlock()
 		return r.notFound(ctx, pr, class, params, deadline, unschedulable.Error())
 	}
 	if err != nil {
@@ -127,6 +153,7 @@ func (r *Reconciler) checkCapacity(ctx context.Context, pr *provv1.ProvisioningR
 	if err := r.createAll(ctx, todo); err != nil {
 		return reconcile.Result{}, err
 	}
+	unlock()
 	msg := fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", countPods(sets), len(nodes))
 	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(sets), "nodes", len(nodes))
 	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonBooking, msg)
@@ -167,12 +194,16 @@ func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.Provisioning
 	want := countPods(sets)
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
-		msg := fmt.Sprintf("capacity for %d pods found and booked on %d nodes until %s", want, len(st.nodes), until.UTC().Format(time.RFC3339))
-		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, msg)
+		reason, how := provv1.ReasonCapacityIsFound, "found"
+		if attempt := pr.Annotations[AnnotationScaleUpAttempt]; attempt != "" {
+			reason, how = provv1.ReasonCapacityIsProvisioned, "provisioned by scale-up attempt "+attempt+" and"
+		}
+		msg := fmt.Sprintf("capacity for %d pods %s booked on %d nodes until %s", want, how, len(st.nodes), until.UTC().Format(time.RFC3339))
+		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionTrue, reason, msg)
 		if err := r.writeStatus(ctx, pr); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.Recorder.Event(pr, v1.EventTypeNormal, provv1.ReasonCapacityIsFound, msg)
+		r.Recorder.Event(pr, v1.EventTypeNormal, reason, msg)
 		observeResult(class, resultProvisioned)
 		timeToProvisioned.WithLabelValues(class.Name).Observe(r.Clock.Since(pr.CreationTimestamp.Time).Seconds())
 		return reconcile.Result{}, nil
@@ -196,7 +227,7 @@ func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.Provisioning
 	if err := r.release(ctx, pr, why); err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.notFound(ctx, pr, class, params, deadline, why)
+	return r.abortScaleUp(ctx, pr, class, params, deadline, why)
 }
 
 // notFound records an attempt that found no capacity: Failed with
@@ -226,6 +257,12 @@ func (r *Reconciler) notFound(ctx context.Context, pr *provv1.ProvisioningReques
 
 // fail makes the request Failed, for good, and releases its booking.
 func (r *Reconciler) fail(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, reason, msg string) (reconcile.Result, error) {
+	if scaleUpInFlight(pr) {
+		// A failed request leaves no partial scale-up behind.
+		if err := r.rollBackAttempt(ctx, pr, msg); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	setCondition(pr, provv1.ConditionFailed, metav1.ConditionTrue, reason, msg)
 	if meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionProvisioned) == nil {
 		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, reason, msg)
@@ -292,16 +329,25 @@ func (r *Reconciler) podSets(ctx context.Context, pr *provv1.ProvisioningRequest
 	return out, "", nil
 }
 
-// cluster is the simulation's starting point: nodes, bound pods that hold
-// capacity, and every Reservation with a node, as a pod holding what its
-// owners have not taken.
-func (r *Reconciler) cluster(ctx context.Context) (simulator.Cluster, error) {
+// cluster is the simulation's starting point for pr: nodes (but those of
+// other requests' scale-ups in flight), bound pods that hold capacity, and
+// every Reservation with a node, as a pod holding what its owners have not
+// taken.
+func (r *Reconciler) cluster(ctx context.Context, pr *provv1.ProvisioningRequest) (simulator.Cluster, error) {
 	var c simulator.Cluster
 	nodes, err := r.Nodes.List(labels.Everything())
 	if err != nil {
 		return c, err
 	}
-	c.Nodes = nodes
+	others, err := r.inFlightAttempts(ctx, pr)
+	if err != nil {
+		return c, err
+	}
+	for _, n := range nodes {
+		if attempt, ok := n.Labels[nodegroups.LabelAttempt]; !ok || !others[attempt] {
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
 	pods, err := r.Pods.List(labels.Everything())
 	if err != nil {
 		return c, err

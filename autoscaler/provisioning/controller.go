@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -47,7 +49,8 @@ const (
 	ReasonCapacityRevoked     = "CapacityRevoked"
 )
 
-// Reconciler serves the ProvisioningRequests of check-capacity classes.
+// Reconciler serves the ProvisioningRequests of check-capacity and atomic
+// scale-up classes.
 // Every decision it takes is recorded on the request (conditions, the
 // attempts annotation) or in Reservations, so a restarted or newly elected
 // provisioner resumes where the last one stopped.
@@ -56,6 +59,12 @@ type Reconciler struct {
 	Simulator *simulator.Simulator
 	Nodes     corelisters.NodeLister
 	Pods      corelisters.PodLister
+	// Provider is where atomic scale-ups add nodes and scale-down removes
+	// them (nil: atomic classes can only book existing capacity).
+	Provider nodegroups.Provider
+	// APIReader reads around the cache, where scale-down must not act on a
+	// stale view.
+	APIReader client.Reader
 	Recorder  record.EventRecorder
 	Clock     clock.PassiveClock
 	// Synced reports whether Nodes and Pods have synced; until then no
@@ -170,10 +179,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || !served {
 		return reconcile.Result{}, err
 	}
-	if class.Handler != autoscalingv1alpha1.HandlerCheckCapacity {
-		// Atomic scale-up is not served yet: left to any other controller.
-		return reconcile.Result{}, nil
-	}
 	if isTerminal(&pr) {
 		return reconcile.Result{}, r.release(ctx, &pr, "")
 	}
@@ -183,15 +188,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	return r.checkCapacity(ctx, &pr, class)
+	return r.serve(ctx, &pr, class)
 }
 
 // release deletes the request's Reservations and, once none is left,
-// drops the finalizer of a deleted request.
+// drops the finalizer of a deleted request. A deleted request's scale-up in
+// flight is rolled back, and the nodes it had added that nothing uses are
+// removed.
 func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
 	bookings, err := r.bookings(ctx, pr)
 	if err != nil {
 		return err
+	}
+	deleting := !pr.DeletionTimestamp.IsZero()
+	if deleting && scaleUpInFlight(pr) {
+		if err := r.rollBackAttempt(ctx, pr, why); err != nil {
+			return err
+		}
 	}
 	for i := range bookings {
 		if err := r.Client.Delete(ctx, &bookings[i]); client.IgnoreNotFound(err) != nil {
@@ -203,7 +216,12 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 	if len(bookings) > 0 && why != "" {
 		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released %d reserved pods' capacity: %s", len(bookings), why)
 	}
-	if !pr.DeletionTimestamp.IsZero() && controllerutil.ContainsFinalizer(pr, Finalizer) {
+	if deleting {
+		if err := r.removeUnusedNodes(ctx, pr); err != nil {
+			return err
+		}
+	}
+	if deleting && controllerutil.ContainsFinalizer(pr, Finalizer) {
 		controllerutil.RemoveFinalizer(pr, Finalizer)
 		return client.IgnoreNotFound(r.Client.Update(ctx, pr))
 	}
@@ -252,15 +270,28 @@ func attempts(pr *provv1.ProvisioningRequest) int {
 func (r *Reconciler) recordFailedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, c Class, deadline time.Time) (time.Duration, error) {
 	n := attempts(pr) + 1
 	backoff := min(c.backoff(n), deadline.Sub(r.Clock.Now())+time.Second)
+	err := r.updateAnnotations(ctx, pr, map[string]string{
+		AnnotationAttempts:    strconv.Itoa(n),
+		AnnotationNextAttempt: r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano),
+	})
+	return backoff, err
+}
+
+// updateAnnotations sets annotations of the request and writes its
+// metadata (and whatever else pr changed there), keeping pr's status as
+// the caller has set it so far.
+func (r *Reconciler) updateAnnotations(ctx context.Context, pr *provv1.ProvisioningRequest, set map[string]string) error {
 	if pr.Annotations == nil {
 		pr.Annotations = map[string]string{}
 	}
-	pr.Annotations[AnnotationAttempts] = strconv.Itoa(n)
-	pr.Annotations[AnnotationNextAttempt] = r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano)
+	maps.Copy(pr.Annotations, set)
 	status := pr.Status.DeepCopy()
 	if err := r.Client.Update(ctx, pr); err != nil {
-		return 0, err
+		if apierrors.IsConflict(err) {
+			return errRetry
+		}
+		return err
 	}
 	pr.Status = *status
-	return backoff, nil
+	return nil
 }

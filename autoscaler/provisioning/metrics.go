@@ -20,6 +20,18 @@ var (
 		Name: "gantry_provisioning_bookings_active",
 		Help: "Reservations booked for ProvisioningRequests that still hold capacity (Pending or Available).",
 	})
+	nodesCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_provisioning_nodes_created_total",
+		Help: "Nodes added by atomic scale-up attempts, by node group.",
+	}, []string{"node_group"})
+	nodesRolledBack = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_provisioning_nodes_rolled_back_total",
+		Help: "Nodes deleted because their scale-up attempt failed or its request was cancelled, by node group.",
+	}, []string{"node_group"})
+	nodesScaledDown = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_provisioning_nodes_scaled_down_total",
+		Help: "Nodes the provisioner created and removed once unneeded, by node group.",
+	}, []string{"node_group"})
 	timeToProvisioned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_provisioning_time_to_provisioned_seconds",
 		Help:    "Time from a ProvisioningRequest's creation to Provisioned=True, by class.",
@@ -28,7 +40,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, nodesScaledDown)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }

@@ -117,6 +117,10 @@ type Cluster struct {
 	// Pods are the pods that hold capacity: bound (spec.nodeName set) and
 	// not terminated. Booked capacity (reservations) comes as pods too.
 	Pods []*v1.Pod
+	// NewNodes are nodes a scale-up would add. They are tried after every
+	// node of Nodes, in their order, so pods take existing room first and
+	// the new nodes they use form a prefix as far as packing allows.
+	NewNodes []*v1.Node
 }
 
 // PodSet is count pods of one shape.
@@ -144,7 +148,7 @@ func (u *Unschedulable) Error() string {
 }
 
 // Place puts every pod of sets on a snapshot of c, in order, each on the
-// first node (by name) whose filters pass. It returns the placement, or an
+// first node (existing nodes by name, then c.NewNodes) whose filters pass. It returns the placement, or an
 // *Unschedulable error naming the first pod set that does not fit whole.
 //
 // Pods of a set are identical, so a node that rejects one rejects the next
@@ -155,13 +159,23 @@ func (u *Unschedulable) Error() string {
 func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placement, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	snap := cache.NewSnapshot(c.Pods, c.Nodes)
+	snap := cache.NewSnapshot(c.Pods, append(append([]*v1.Node(nil), c.Nodes...), c.NewNodes...))
 	s.lister.SharedLister = snap
 	nodes, err := snap.NodeInfos().List()
 	if err != nil {
 		return nil, err
 	}
-	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Node().Name < nodes[j].Node().Name })
+	order := make(map[string]int, len(c.NewNodes))
+	for i, n := range c.NewNodes {
+		order[n.Name] = i + 1
+	}
+	sort.Slice(nodes, func(i, j int) bool {
+		a, b := nodes[i].Node().Name, nodes[j].Node().Name
+		if order[a] != order[b] {
+			return order[a] < order[b]
+		}
+		return a < b
+	})
 
 	out := Placement{}
 	for si, set := range sets {

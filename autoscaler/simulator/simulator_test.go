@@ -132,3 +132,20 @@ func BenchmarkCheckCapacity1000PodsOn5000Nodes(b *testing.B) {
 		}
 	}
 }
+
+func TestPlaceUsesNewNodesLast(t *testing.T) {
+	s := newSimulator(t, nil)
+	// "a-new" sorts before "n1" by name, yet existing room comes first and
+	// new nodes are used in the order given.
+	cluster := Cluster{
+		Nodes:    []*v1.Node{node("n1", "2")},
+		NewNodes: []*v1.Node{node("z-new", "2"), node("a-new", "2"), node("m-new", "2")},
+	}
+	got, err := s.Place(context.Background(), cluster, []PodSet{{Name: "w", Pod: pod("1"), Count: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "n1 n1 z-new z-new a-new"; strings.Join(got["w"], " ") != want {
+		t.Errorf("placement %v, want %s", got["w"], want)
+	}
+}

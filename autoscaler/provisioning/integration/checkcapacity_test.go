@@ -99,13 +99,18 @@ func (e *env) asProvisioner() *rest.Config {
 }
 
 // startProvisioner runs gantry-provisioner's manager in-process (leader
-// elected, as deployed); the returned func stops it and waits.
-func (e *env) startProvisioner() (stop func()) {
+// elected, as deployed), with options changed by opts; the returned func
+// stops it and waits.
+func (e *env) startProvisioner(opts ...func(*app.Options)) (stop func()) {
 	_, ctx := ktesting.NewTestContext(e.t)
 	ctx, cancel := context.WithCancel(ctx)
-	mgr, err := app.New(ctx, e.asProvisioner(), app.Options{SchedulerName: v1.DefaultSchedulerName,
+	o := app.Options{SchedulerName: v1.DefaultSchedulerName,
 		LeaderElect: true, LeaderElectionNamespace: serviceAccountNamespace,
-		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true})
+		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true}
+	for _, f := range opts {
+		f(&o)
+	}
+	mgr, err := app.New(ctx, e.asProvisioner(), o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -1,0 +1,461 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+)
+
+// An atomic scale-up attempt is recorded on the request before any node is
+// created, so that a restarted provisioner finds it and either completes it
+// or rolls it back: its ID (also the label of every node it creates), its
+// plan and when it started.
+const (
+	AnnotationScaleUpAttempt = "autoscaling.gantry.dev/scale-up-attempt"
+	// AnnotationScaleUpPlan is the nodes to add per group, "group=n,...".
+	AnnotationScaleUpPlan = "autoscaling.gantry.dev/scale-up-plan"
+	// AnnotationScaleUpStarted is when the attempt started (RFC 3339).
+	AnnotationScaleUpStarted = "autoscaling.gantry.dev/scale-up-started"
+)
+
+// Reasons of atomic scale-up.
+const (
+	ReasonScalingUp         = "ScalingUp"
+	ReasonScaleUpRolledBack = "ScaleUpRolledBack"
+	ReasonNoNodeGroupFits   = "NoNodeGroupFits"
+)
+
+// readinessPoll is how often an attempt's nodes are looked at while they
+// come up.
+const readinessPoll = time.Second
+
+// scaleUpPlan is how many nodes to add to each node group.
+type scaleUpPlan map[string]int
+
+func (p scaleUpPlan) String() string {
+	parts := make([]string, 0, len(p))
+	for _, g := range slices.Sorted(maps.Keys(p)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", g, p[g]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p scaleUpPlan) total() int {
+	n := 0
+	for _, v := range p {
+		n += v
+	}
+	return n
+}
+
+// parsePlan reads a plan annotation.
+func parsePlan(s string) (scaleUpPlan, error) {
+	p := scaleUpPlan{}
+	for _, part := range strings.Split(s, ",") {
+		g, n, ok := strings.Cut(part, "=")
+		v, err := strconv.Atoi(n)
+		if !ok || g == "" || err != nil || v < 1 || p[g] != 0 {
+			return nil, fmt.Errorf("malformed scale-up plan %q", s)
+		}
+		p[g] = v
+	}
+	return p, nil
+}
+
+// noGroupFits is a pod set whose pod fits no node group's empty node: no
+// scale-up can ever help.
+type noGroupFits struct {
+	set     string
+	reasons []string
+}
+
+func (e *noGroupFits) Error() string {
+	return fmt.Sprintf("no node group can hold a pod of set %s (%s)", e.set, strings.Join(e.reasons, "; "))
+}
+
+// groupsExhausted is a pod set the node groups have no room for now.
+type groupsExhausted struct {
+	set     string
+	reasons []string
+}
+
+func (e *groupsExhausted) Error() string {
+	return fmt.Sprintf("the node groups cannot add enough nodes for pod set %s (%s)", e.set, strings.Join(e.reasons, "; "))
+}
+
+// plannedNode is a node a scale-up of g would add, for simulation. Its
+// name cannot be a real node's ('/' is not allowed in one).
+func plannedNode(g nodegroups.NodeGroup, seq int) *v1.Node {
+	n := g.TemplateNode().DeepCopy()
+	n.Name = fmt.Sprintf("planned/%s/%d", g.ID(), seq)
+	n.Labels = maps.Clone(n.Labels)
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[v1.LabelHostname] = n.Name
+	return n
+}
+
+// groupsOf are the provider's node groups a class may use.
+func (r *Reconciler) groupsOf(c Class) ([]nodegroups.NodeGroup, error) {
+	if r.Provider == nil {
+		return nil, errors.New("the provisioner has no node-group provider configured")
+	}
+	all := r.Provider.NodeGroups()
+	if len(c.NodeGroups) == 0 {
+		if len(all) == 0 {
+			return nil, errors.New("the node-group provider has no node groups")
+		}
+		return all, nil
+	}
+	var out []nodegroups.NodeGroup
+	for _, g := range all {
+		if slices.Contains(c.NodeGroups, g.ID()) {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("class %s may use node groups %v, which the provider does not have", c.Name, c.NodeGroups)
+	}
+	return out, nil
+}
+
+// planScaleUp computes the nodes to add so that every pod of sets fits,
+// by the same simulation as check-capacity: pods take the existing room
+// first, then nodes built from the groups' templates. Sets are planned in
+// order; each takes the group that needs the fewest new nodes for it,
+// packing into nodes planned for earlier sets first. Group sizes are
+// bounded by their maximum up front.
+func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets []simulator.PodSet, groups []nodegroups.NodeGroup) (scaleUpPlan, error) {
+	seq := 0
+	// Which groups could hold one pod of each set on an empty node.
+	holds := make([][]nodegroups.NodeGroup, len(sets))
+	for si, s := range sets {
+		var reasons []string
+		for _, g := range groups {
+			seq++
+			_, err := r.Simulator.Place(ctx, simulator.Cluster{Nodes: []*v1.Node{plannedNode(g, seq)}},
+				[]simulator.PodSet{{Name: s.Name, Pod: s.Pod, Count: 1}})
+			var u *simulator.Unschedulable
+			switch {
+			case err == nil:
+				holds[si] = append(holds[si], g)
+			case errors.As(err, &u):
+				reasons = append(reasons, fmt.Sprintf("%s: %s", g.ID(), strings.TrimPrefix(u.Reason, "0/1 nodes are available: ")))
+			default:
+				return nil, err
+			}
+		}
+		if len(holds[si]) == 0 {
+			return nil, &noGroupFits{set: s.Name, reasons: reasons}
+		}
+	}
+
+	plan := scaleUpPlan{}
+	sizes := map[string]int{}
+	var chosen []*v1.Node
+	for si, s := range sets {
+		var best nodegroups.NodeGroup
+		var bestNew []*v1.Node
+		var reasons []string
+		for _, g := range holds[si] {
+			size, ok := sizes[g.ID()]
+			if !ok {
+				var err error
+				if size, err = g.TargetSize(ctx); err != nil {
+					return nil, fmt.Errorf("node group %s: %w", g.ID(), err)
+				}
+				sizes[g.ID()] = size
+			}
+			// One pod per node is the most a set can need.
+			room := min(g.MaxSize()-size-plan[g.ID()], s.Count)
+			if room <= 0 {
+				reasons = append(reasons, fmt.Sprintf("%s is at its maximum size of %d", g.ID(), g.MaxSize()))
+				continue
+			}
+			cand := slices.Clone(chosen)
+			for range room {
+				seq++
+				cand = append(cand, plannedNode(g, seq))
+			}
+			placement, err := r.Simulator.Place(ctx, simulator.Cluster{Nodes: c.Nodes, Pods: c.Pods, NewNodes: cand}, sets[:si+1])
+			var u *simulator.Unschedulable
+			if errors.As(err, &u) {
+				reasons = append(reasons, fmt.Sprintf("%s: %d more nodes (up to its maximum of %d) are not enough: %s", g.ID(), room, g.MaxSize(), u.Reason))
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			used := map[string]bool{}
+			for _, nodes := range placement {
+				for _, n := range nodes {
+					used[n] = true
+				}
+			}
+			var added []*v1.Node
+			for _, n := range cand[len(chosen):] {
+				if used[n.Name] {
+					added = append(added, n)
+				}
+			}
+			if best == nil || len(added) < len(bestNew) {
+				best, bestNew = g, added
+			}
+		}
+		if best == nil {
+			return nil, &groupsExhausted{set: s.Name, reasons: reasons}
+		}
+		chosen = append(chosen, bestNew...)
+		if len(bestNew) > 0 {
+			plan[best.ID()] += len(bestNew)
+		}
+	}
+	return plan, nil
+}
+
+// startScaleUp plans and starts an atomic scale-up for a request existing
+// capacity cannot hold. It is called holding bookMu, released by unlock
+// once the plan is made (creating nodes takes a while).
+func (r *Reconciler) startScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters, deadline time.Time,
+	c simulator.Cluster, sets []simulator.PodSet, existing *simulator.Unschedulable, unlock func()) (reconcile.Result, error) {
+	groups, err := r.groupsOf(class)
+	if err != nil {
+		unlock()
+		return r.notFound(ctx, pr, class, params, deadline, fmt.Sprintf("%s; cannot scale up: %v", existing.Error(), err))
+	}
+	plan, err := r.planScaleUp(ctx, c, sets, groups)
+	unlock()
+	var nf *noGroupFits
+	var ex *groupsExhausted
+	switch {
+	case errors.As(err, &nf):
+		return r.fail(ctx, pr, class, ReasonNoNodeGroupFits, nf.Error())
+	case errors.As(err, &ex):
+		return r.notFound(ctx, pr, class, params, deadline, ex.Error())
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("planning a scale-up: %w", err)
+	case plan.total() == 0:
+		// The pods fit the cluster plus nothing new: it changed since the
+		// first simulation. Decide again.
+		return reconcile.Result{Requeue: true}, nil
+	}
+
+	// Recorded before the first node exists: whatever happens next, the
+	// attempt is found and completed or rolled back.
+	attempt := fmt.Sprintf("%s-%d", pr.UID, attempts(pr)+1)
+	if err := r.updateAnnotations(ctx, pr, map[string]string{
+		AnnotationScaleUpAttempt: attempt,
+		AnnotationScaleUpPlan:    plan.String(),
+		AnnotationScaleUpStarted: r.Clock.Now().UTC().Format(time.RFC3339Nano),
+	}); err != nil {
+		return reconcile.Result{}, err
+	}
+	byID := map[string]nodegroups.NodeGroup{}
+	for _, g := range groups {
+		byID[g.ID()] = g
+	}
+	logger := klog.FromContext(ctx)
+	for _, id := range slices.Sorted(maps.Keys(plan)) {
+		names, err := byID[id].IncreaseSize(ctx, plan[id], attempt)
+		nodesCreated.WithLabelValues(id).Add(float64(len(names)))
+		if err != nil {
+			return r.abortScaleUp(ctx, pr, class, params, deadline, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
+		}
+		logger.V(2).Info("Scaling up", "nodeGroup", id, "nodes", len(names), "attempt", attempt)
+	}
+	msg := fmt.Sprintf("adding %d nodes (%s) for %d pods that existing capacity cannot hold; attempt %s, waiting up to %s for them to be Ready",
+		plan.total(), plan, countPods(sets), attempt, class.ProvisioningTimeout)
+	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonScalingUp, msg)
+	setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonScalingUp, msg)
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: readinessPoll}, nil
+}
+
+// scaleUpInFlight reports whether the request has an attempt whose nodes
+// are not booked yet.
+func scaleUpInFlight(pr *provv1.ProvisioningRequest) bool {
+	return pr.Annotations[AnnotationScaleUpAttempt] != "" &&
+		!meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) && !isTerminal(pr)
+}
+
+// followScaleUp waits for the nodes of the request's attempt: all Ready →
+// simulate and book them; past the provisioning timeout → roll back.
+func (r *Reconciler) followScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
+	deadline time.Time, sets []simulator.PodSet) (reconcile.Result, error) {
+	attempt := pr.Annotations[AnnotationScaleUpAttempt]
+	plan, err := parsePlan(pr.Annotations[AnnotationScaleUpPlan])
+	started, terr := time.Parse(time.RFC3339Nano, pr.Annotations[AnnotationScaleUpStarted])
+	if err != nil || terr != nil {
+		return r.abortScaleUp(ctx, pr, class, params, deadline, "the scale-up attempt's annotations were changed and cannot be read")
+	}
+	nodes, err := r.Nodes.List(labels.SelectorFromSet(labels.Set{nodegroups.LabelAttempt: attempt}))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ready := 0
+	for _, n := range nodes {
+		if nodeReady(n) {
+			ready++
+		}
+	}
+	want := plan.total()
+	if ready >= want {
+		return r.simulateAndBook(ctx, pr, class, params, deadline, sets)
+	}
+	waited := r.Clock.Since(started)
+	if waited >= class.ProvisioningTimeout {
+		return r.abortScaleUp(ctx, pr, class, params, deadline,
+			fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout))
+	}
+	return reconcile.Result{RequeueAfter: min(readinessPoll, class.ProvisioningTimeout-waited)}, nil
+}
+
+// abortScaleUp rolls the request's attempt back (every node it created)
+// and records the failed attempt: retried after a backoff, or Failed.
+func (r *Reconciler) abortScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
+	deadline time.Time, why string) (reconcile.Result, error) {
+	if err := r.rollBackAttempt(ctx, pr, why); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.notFound(ctx, pr, class, params, deadline, why)
+}
+
+// rollBackAttempt deletes every node of the request's attempt through the
+// provider and forgets the attempt (in pr; written by the caller's next
+// update). Without an attempt it does nothing.
+func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
+	attempt := pr.Annotations[AnnotationScaleUpAttempt]
+	if attempt == "" {
+		return nil
+	}
+	deleted, err := r.rollBack(ctx, attempt)
+	if err != nil {
+		return fmt.Errorf("rolling back scale-up attempt %s: %w", attempt, err)
+	}
+	if deleted > 0 {
+		r.Recorder.Eventf(pr, v1.EventTypeWarning, ReasonScaleUpRolledBack, "Deleted the %d nodes of attempt %s: %s", deleted, attempt, why)
+	}
+	for _, k := range []string{AnnotationScaleUpAttempt, AnnotationScaleUpPlan, AnnotationScaleUpStarted} {
+		delete(pr.Annotations, k)
+	}
+	return nil
+}
+
+// rollBack deletes the nodes of an attempt in every node group.
+func (r *Reconciler) rollBack(ctx context.Context, attempt string) (int, error) {
+	if r.Provider == nil {
+		return 0, nil
+	}
+	total := 0
+	var errs []error
+	for _, g := range r.Provider.NodeGroups() {
+		n, err := nodegroups.RollBack(ctx, g, attempt)
+		nodesRolledBack.WithLabelValues(g.ID()).Add(float64(n))
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node group %s: %w", g.ID(), err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// inFlightAttempts are the attempts of requests, other than except, whose
+// nodes are not booked yet: no other request's simulation may count on
+// them, and scale-down leaves them alone.
+func (r *Reconciler) inFlightAttempts(ctx context.Context, except *provv1.ProvisioningRequest) (map[string]bool, error) {
+	var list provv1.ProvisioningRequestList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for i := range list.Items {
+		pr := &list.Items[i]
+		if scaleUpInFlight(pr) && (except == nil || pr.UID != except.UID) {
+			out[pr.Annotations[AnnotationScaleUpAttempt]] = true
+		}
+	}
+	return out, nil
+}
+
+// removeUnusedNodes deletes the nodes any attempt of a request created
+// that nothing uses (no pod, no other booking): a cancelled request leaves
+// nothing behind.
+func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.ProvisioningRequest) error {
+	if r.Provider == nil {
+		return nil
+	}
+	nodes, err := r.Nodes.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	used, err := r.nodesInUse(ctx, pr)
+	if err != nil {
+		return err
+	}
+	prefix := string(pr.UID) + "-"
+	byGroup := map[nodegroups.NodeGroup][]string{}
+	for _, n := range nodes {
+		if !strings.HasPrefix(n.Labels[nodegroups.LabelAttempt], prefix) || used[n.Name] {
+			continue
+		}
+		if g, ok := r.Provider.NodeGroupForNode(n); ok {
+			byGroup[g] = append(byGroup[g], n.Name)
+		}
+	}
+	var errs []error
+	deleted := 0
+	for g, names := range byGroup {
+		sort.Strings(names)
+		if err := g.DeleteNodes(ctx, names); err != nil {
+			errs = append(errs, fmt.Errorf("node group %s: %w", g.ID(), err))
+			continue
+		}
+		deleted += len(names)
+		nodesRolledBack.WithLabelValues(g.ID()).Add(float64(len(names)))
+	}
+	if deleted > 0 {
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, "NodesRemoved", "Deleted %d unused nodes created for the request", deleted)
+	}
+	return errors.Join(errs...)
+}
+
+// taintUninitialized is on a node until its cloud controller has set it up.
+const taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// nodeReady reports whether a node is Ready and rid of the taints a new
+// node starts with (lifted by the node lifecycle controller and the cloud
+// controller once it is up): only then do the pods fit there.
+func nodeReady(n *v1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		switch t.Key {
+		case v1.TaintNodeNotReady, v1.TaintNodeUnreachable, taintUninitialized:
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
