@@ -15,6 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -30,6 +31,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
@@ -56,7 +58,8 @@ type Options struct {
 	QPS   float32
 	Burst int
 	// NodeGroupProvider names the provider atomic scale-ups add nodes
-	// through ("" none, "kwok"), configured by NodeGroupConfig.
+	// through ("" none, "kwok", "clusterapi"), configured by
+	// NodeGroupConfig.
 	NodeGroupProvider string
 	NodeGroupConfig   string
 	// ScaleDownUnneededTime is how long a node the provisioner created
@@ -149,7 +152,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if skipped := sim.Skipped(); len(skipped) > 0 {
 		logger.Info("Simulating without plugins of the profile", "profile", o.SchedulerName, "skipped", skipped)
 	}
-	provider, err := newProvider(o, client)
+	provider, err := newProvider(ctx, o, cfg, client)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +193,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 }
 
 // newProvider builds the configured node-group provider (nil for none).
-func newProvider(o Options, client kubernetes.Interface) (nodegroups.Provider, error) {
+func newProvider(ctx context.Context, o Options, cfg *rest.Config, client kubernetes.Interface) (nodegroups.Provider, error) {
 	switch o.NodeGroupProvider {
 	case "":
 		if o.NodeGroupConfig != "" {
@@ -198,13 +201,27 @@ func newProvider(o Options, client kubernetes.Interface) (nodegroups.Provider, e
 		}
 		return nil, nil
 	case "kwok":
-		cfg, err := kwok.LoadConfig(o.NodeGroupConfig)
+		c, err := kwok.LoadConfig(o.NodeGroupConfig)
 		if err != nil {
 			return nil, err
 		}
-		return kwok.New(cfg, client), nil
+		return kwok.New(c, client), nil
+	case "clusterapi":
+		c, err := clusterapi.LoadConfig(o.NodeGroupConfig)
+		if err != nil {
+			return nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		p, err := clusterapi.New(ctx, c, dyn, client)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	default:
-		return nil, fmt.Errorf("unknown node-group provider %q (known: kwok)", o.NodeGroupProvider)
+		return nil, fmt.Errorf("unknown node-group provider %q (known: kwok, clusterapi)", o.NodeGroupProvider)
 	}
 }
 

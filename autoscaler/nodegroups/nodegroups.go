@@ -20,6 +20,10 @@ const (
 	LabelAttempt = "autoscaling.gantry.dev/scale-up-attempt"
 )
 
+// TaintUninitialized is on a new node until its cloud controller has set
+// it up; until then no pod can run there.
+const TaintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
 // NodeGroup is a set of identical nodes.
 type NodeGroup interface {
 	// ID names the group.
@@ -48,6 +52,15 @@ type Provider interface {
 	// NodeGroupForNode is the group of a node, or false for a node no
 	// group owns (the provisioner never removes those).
 	NodeGroupForNode(*v1.Node) (NodeGroup, bool)
+}
+
+// Refresher is a Provider that must be called now and then to bring the
+// cluster up to date with it (Cluster API: labelling the nodes of new
+// machines), as cluster-autoscaler calls CloudProvider.Refresh every loop.
+// The provisioner calls it before it looks for an attempt's nodes and
+// before each scale-down pass.
+type Refresher interface {
+	Refresh(ctx context.Context) error
 }
 
 // AttemptRollbacker is a NodeGroup that can undo a scale-up attempt

@@ -69,6 +69,9 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	if s.Provider == nil {
 		return nil
 	}
+	if err := s.refresh(ctx); err != nil {
+		return err
+	}
 	sel := labels.NewSelector()
 	req, err := labels.NewRequirement(nodegroups.LabelAttempt, selection.Exists, nil)
 	if err != nil {

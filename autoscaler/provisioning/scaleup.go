@@ -275,7 +275,13 @@ func (r *Reconciler) startScaleUp(ctx context.Context, pr *provv1.ProvisioningRe
 	logger := klog.FromContext(ctx)
 	for _, id := range slices.Sorted(maps.Keys(plan)) {
 		names, err := byID[id].IncreaseSize(ctx, plan[id], attempt)
-		nodesCreated.WithLabelValues(id).Add(float64(len(names)))
+		// Cloud providers return the nodes that exist so far (often none):
+		// a successful call counts what it was asked for.
+		created := len(names)
+		if err == nil {
+			created = plan[id]
+		}
+		nodesCreated.WithLabelValues(id).Add(float64(created))
 		if err != nil {
 			return r.abortScaleUp(ctx, pr, class, params, deadline, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
 		}
@@ -308,6 +314,9 @@ func (r *Reconciler) followScaleUp(ctx context.Context, pr *provv1.ProvisioningR
 	if err != nil || terr != nil {
 		return r.abortScaleUp(ctx, pr, class, params, deadline, "the scale-up attempt's annotations were changed and cannot be read")
 	}
+	if err := r.refresh(ctx); err != nil {
+		return reconcile.Result{}, err
+	}
 	nodes, err := r.Nodes.List(labels.SelectorFromSet(labels.Set{nodegroups.LabelAttempt: attempt}))
 	if err != nil {
 		return reconcile.Result{}, err
@@ -328,6 +337,16 @@ func (r *Reconciler) followScaleUp(ctx context.Context, pr *provv1.ProvisioningR
 			fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout))
 	}
 	return reconcile.Result{RequeueAfter: min(readinessPoll, class.ProvisioningTimeout-waited)}, nil
+}
+
+// refresh brings the provider's view up to date, for providers that need it.
+func (r *Reconciler) refresh(ctx context.Context) error {
+	if rf, ok := r.Provider.(nodegroups.Refresher); ok {
+		if err := rf.Refresh(ctx); err != nil {
+			return fmt.Errorf("refreshing the node-group provider: %w", err)
+		}
+	}
+	return nil
 }
 
 // abortScaleUp rolls the request's attempt back (every node it created)
@@ -439,16 +458,13 @@ func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.Provision
 	return errors.Join(errs...)
 }
 
-// taintUninitialized is on a node until its cloud controller has set it up.
-const taintUninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
-
 // nodeReady reports whether a node is Ready and rid of the taints a new
 // node starts with (lifted by the node lifecycle controller and the cloud
 // controller once it is up): only then do the pods fit there.
 func nodeReady(n *v1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		switch t.Key {
-		case v1.TaintNodeNotReady, v1.TaintNodeUnreachable, taintUninitialized:
+		case v1.TaintNodeNotReady, v1.TaintNodeUnreachable, nodegroups.TaintUninitialized:
 			return false
 		}
 	}

@@ -9,12 +9,10 @@ import (
 	"github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
-	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
@@ -24,13 +22,11 @@ import (
 
 var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelProvisioning), ginkgo.Serial, func() {
 	f := framework.NewFramework("provisioning")
-	var gc versioned.Interface
+	var e *env
 	var cpus int // of all kwok nodes together
 
 	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
-		var err error
-		gc, err = framework.GantryClient()
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		e = newEnv(f)
 		list, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodes.ManagedLabel + "=true"})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		cpus = 0
@@ -38,41 +34,12 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 			cpus += int(n.Status.Allocatable.Cpu().Value())
 		}
 		gomega.Expect(cpus).To(gomega.BeNumerically(">=", 4))
-		template := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "workers"},
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}}
-		_, err = f.Client.CoreV1().PodTemplates(f.Namespace).Create(ctx, template, metav1.CreateOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		e.template(ctx, "workers", "1", nil)
 		ginkgo.DeferCleanup(func(ctx context.Context) { f.DeletePods(ctx) })
 	})
 
 	create := func(ctx context.Context, name string, count int, params map[string]provv1.Parameter) *provv1.ProvisioningRequest {
-		pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: name},
-			Spec: provv1.ProvisioningRequestSpec{ProvisioningClassName: provv1.ClassCheckCapacity, Parameters: params,
-				PodSets: []provv1.PodSet{{PodTemplateRef: provv1.Reference{Name: "workers"}, Count: int32(count)}}}}
-		created, err := gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Create(ctx, pr, metav1.CreateOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		ginkgo.DeferCleanup(func(ctx context.Context) {
-			_ = gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
-		})
-		return created
-	}
-	waitCondition := func(ctx context.Context, name, typ, reason string) *metav1.Condition {
-		var c *metav1.Condition
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			pr, err := gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			c = meta.FindStatusCondition(pr.Status.Conditions, typ)
-			g.Expect(c).NotTo(gomega.BeNil(), "no %s condition yet: %v", typ, pr.Status.Conditions)
-			g.Expect(c.Status).To(gomega.Equal(metav1.ConditionTrue), "%s: %v", typ, pr.Status.Conditions)
-			g.Expect(c.Reason).To(gomega.Equal(reason))
-		}).WithOffset(1).Should(gomega.Succeed())
-		return c
-	}
-	bookings := func(ctx context.Context, pr *provv1.ProvisioningRequest) int {
-		list, err := gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		return len(list.Items)
+		return e.request(ctx, name, provv1.ClassCheckCapacity, "workers", count, params)
 	}
 	pod := func(ctx context.Context, name string, consumes string) {
 		p := MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi")
@@ -83,37 +50,31 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p.Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	}
-	nodeOf := func(ctx context.Context, name string) string {
-		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		return p.Spec.NodeName
-	}
-
 	ginkgo.It("books the whole cluster for a request that fits, keeps other pods off it, lets the request's pods in, and releases it when deleted", func(ctx ginkgo.SpecContext) {
 		ginkgo.By(fmt.Sprintf("requesting capacity for %d one-CPU pods, all the kwok nodes hold", cpus))
 		pr := create(ctx, "all", cpus, nil)
-		c := waitCondition(ctx, "all", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		c := e.waitCondition(ctx, "all", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
 		ginkgo.GinkgoWriter.Printf("Provisioned: %s\n", c.Message)
-		gomega.Expect(bookings(ctx, pr)).To(gomega.Equal(cpus))
+		gomega.Expect(e.bookings(ctx, pr)).To(gomega.Equal(cpus))
 
 		ginkgo.By("creating a pod that does not consume the request, and one that does")
 		pod(ctx, "outsider", "")
 		pod(ctx, "insider", "all")
-		framework.Eventually(ctx, func() string { return nodeOf(ctx, "insider") }).ShouldNot(gomega.BeEmpty())
-		gomega.Consistently(ctx, func() string { return nodeOf(ctx, "outsider") }).WithTimeout(5*time.Second).Should(gomega.BeEmpty(),
+		framework.Eventually(ctx, func() string { return e.nodeOf(ctx, "insider") }).ShouldNot(gomega.BeEmpty())
+		gomega.Consistently(ctx, func() string { return e.nodeOf(ctx, "outsider") }).WithTimeout(5*time.Second).Should(gomega.BeEmpty(),
 			"a pod that does not consume the request took booked capacity")
 
 		ginkgo.By("deleting the request: its booking is released and the outsider runs")
-		gomega.Expect(gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, "all", metav1.DeleteOptions{})).To(gomega.Succeed())
-		framework.Eventually(ctx, func() int { return bookings(ctx, pr) }).Should(gomega.BeZero())
-		framework.Eventually(ctx, func() string { return nodeOf(ctx, "outsider") }).ShouldNot(gomega.BeEmpty())
+		gomega.Expect(e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, "all", metav1.DeleteOptions{})).To(gomega.Succeed())
+		framework.Eventually(ctx, func() int { return e.bookings(ctx, pr) }).Should(gomega.BeZero())
+		framework.Eventually(ctx, func() string { return e.nodeOf(ctx, "outsider") }).ShouldNot(gomega.BeEmpty())
 	})
 
 	ginkgo.It("fails a request that does not fit with noRetry, with the scheduler's reason", func(ctx ginkgo.SpecContext) {
 		pr := create(ctx, "too-big", cpus+1, map[string]provv1.Parameter{provv1.ParameterNoRetry: "true"})
-		c := waitCondition(ctx, "too-big", provv1.ConditionFailed, provv1.ReasonCapacityIsNotFound)
+		c := e.waitCondition(ctx, "too-big", provv1.ConditionFailed, provv1.ReasonCapacityIsNotFound)
 		gomega.Expect(c.Message).To(gomega.ContainSubstring("Insufficient cpu"))
-		gomega.Expect(bookings(ctx, pr)).To(gomega.BeZero())
+		gomega.Expect(e.bookings(ctx, pr)).To(gomega.BeZero())
 	})
 
 	ginkgo.It("fails a request its namespace's quota cannot admit, booking nothing", func(ctx ginkgo.SpecContext) {
@@ -122,9 +83,9 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		_, err := f.Client.CoreV1().ResourceQuotas(f.Namespace).Create(ctx, q, metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		pr := create(ctx, "greedy", 2, nil)
-		c := waitCondition(ctx, "greedy", provv1.ConditionFailed, provisioning.ReasonQuotaExceeded)
+		c := e.waitCondition(ctx, "greedy", provv1.ConditionFailed, provisioning.ReasonQuotaExceeded)
 		gomega.Expect(c.Message).To(gomega.ContainSubstring("requests.cpu requested 2"))
-		gomega.Expect(bookings(ctx, pr)).To(gomega.BeZero())
+		gomega.Expect(e.bookings(ctx, pr)).To(gomega.BeZero())
 	})
 
 	ginkgo.It("lets gated consumer pods, as Kueue makes them, be narrowed to the booked nodes and ungated in one update", func(ctx ginkgo.SpecContext) {
@@ -137,10 +98,10 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		}
 		pr := create(ctx, "gated", 2, nil)
-		waitCondition(ctx, "gated", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		e.waitCondition(ctx, "gated", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
 
 		ginkgo.By("reading the booked nodes from the request's reservations")
-		list, err := gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+		list, err := e.gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		booked := map[string]bool{}
 		var nodeNames []string
@@ -163,11 +124,11 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "kube-apiserver refused the narrowing update of gated pod %s", name)
 		}
 		for _, name := range []string{"worker-0", "worker-1"} {
-			framework.Eventually(ctx, func() string { return nodeOf(ctx, name) }).Should(gomega.BeElementOf(nodeNames))
+			framework.Eventually(ctx, func() string { return e.nodeOf(ctx, name) }).Should(gomega.BeElementOf(nodeNames))
 		}
 		ginkgo.By("checking each pod consumed one of the request's reservations")
 		framework.Eventually(ctx, func(g gomega.Gomega) {
-			list, err := gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+			list, err := e.gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			consumed := 0
 			for _, r := range list.Items {

@@ -33,7 +33,7 @@ func main() {
 	pflag.Float32Var(&o.QPS, "kube-api-qps", 100, "client QPS to kube-apiserver (bookings are one create per pod)")
 	pflag.IntVar(&o.Burst, "kube-api-burst", 200, "client burst to kube-apiserver")
 	pflag.DurationVar(&o.PlacementTimeout, "booking-placement-timeout", 30*time.Second, "how long a booking's reservations may stay unplaced before the attempt is retried")
-	pflag.StringVar(&o.NodeGroupProvider, "node-group-provider", "", "where atomic scale-ups add nodes: kwok (empty: nowhere; atomic classes book existing capacity only)")
+	pflag.StringVar(&o.NodeGroupProvider, "node-group-provider", "", "where atomic scale-ups add nodes: kwok or clusterapi (empty: nowhere; atomic classes book existing capacity only)")
 	pflag.StringVar(&o.NodeGroupConfig, "node-group-config", "", "the node-group provider's configuration file")
 	pflag.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", 10*time.Minute, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
 	pflag.DurationVar(&o.ScaleDownInterval, "scale-down-interval", 10*time.Second, "how often scale-down looks at the nodes")

@@ -45,8 +45,12 @@ type GroupConfig struct {
 
 // FailureInjection makes a group misbehave.
 type FailureInjection struct {
-	// NeverReady: of each scale-up, this many nodes are created without
-	// the kwok annotation, so they never become Ready.
+	// NeverReady: of each scale-up, this many nodes never come up: they
+	// are created without the kwok annotation (a kwok controller that
+	// manages annotated nodes only never makes them Ready) and with the
+	// cloud provider's uninitialized taint, which nothing lifts (a kwok
+	// controller that manages every node makes them Ready, but no pod
+	// can run there).
 	NeverReady int `json:"neverReady,omitempty"`
 	// CreateErrors: this many node creates of each scale-up fail (after
 	// the others succeeded), as a cloud API might.
@@ -189,13 +193,16 @@ func (g *group) node(name, attempt string, managed bool) *v1.Node {
 		labels[nodegroups.LabelAttempt] = attempt
 	}
 	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+	taints := append([]v1.Taint(nil), g.cfg.Taints...)
 	if managed {
 		annotations[nodes.KwokAnnotation] = "fake"
+	} else {
+		taints = append(taints, v1.Taint{Key: nodegroups.TaintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule})
 	}
 	capacity := g.cfg.Capacity.DeepCopy()
 	return &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: annotations},
-		Spec:       v1.NodeSpec{Taints: append([]v1.Taint(nil), g.cfg.Taints...)},
+		Spec:       v1.NodeSpec{Taints: taints},
 		Status:     v1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
 	}
 }

@@ -132,6 +132,9 @@ func TestFailureInjection(t *testing.T) {
 		t.Fatalf("created %v, want the 3 that did not fail", names)
 	}
 	n, _ := client.CoreV1().Nodes().Get(context.Background(), "flaky-b7-0", metav1.GetOptions{})
+	if len(n.Spec.Taints) == 0 || n.Spec.Taints[len(n.Spec.Taints)-1].Key != nodegroups.TaintUninitialized {
+		t.Errorf("a node injected never to be Ready has taints %v, want the uninitialized taint", n.Spec.Taints)
+	}
 	if _, managed := n.Annotations[nodes.KwokAnnotation]; managed {
 		t.Error("the never-Ready node is handed to kwok")
 	}

@@ -54,6 +54,15 @@ func (p *PodWrapper) Toleration(key string) *PodWrapper {
 	return p
 }
 
+// NodeSelector adds a node selector label.
+func (p *PodWrapper) NodeSelector(key, value string) *PodWrapper {
+	if p.Spec.NodeSelector == nil {
+		p.Spec.NodeSelector = map[string]string{}
+	}
+	p.Spec.NodeSelector[key] = value
+	return p
+}
+
 // RequiredTerms sets the required node affinity to the OR of terms.
 func (p *PodWrapper) RequiredTerms(terms ...corev1.NodeSelectorTerm) *PodWrapper {
 	if p.Spec.Affinity == nil {

@@ -191,9 +191,35 @@ func (r *Runtime) Create(ctx context.Context) error {
 	return r.publishKubeconfig()
 }
 
+// NodeGroups is the kwok node-group configuration gantry-provisioner scales
+// the local cluster with: a general group, and a group one node of every
+// scale-up never comes up in, for rollback tests. Only pods that tolerate
+// its taint (gantry.dev/failure-injection) can land on the latter, so
+// ordinary requests never use it.
+const NodeGroups = `nodeGroups:
+- name: general
+  minSize: 0
+  maxSize: 200
+  labels: {node.kubernetes.io/instance-type: gantry.general}
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+- name: flaky
+  minSize: 0
+  maxSize: 20
+  labels: {node.kubernetes.io/instance-type: gantry.flaky}
+  taints: [{key: gantry.dev/failure-injection, value: "true", effect: NoSchedule}]
+  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
+  failureInjection: {neverReady: 1}
+`
+
+// ScaleDownUnneededTime is how long a node gantry-provisioner created must
+// be unneeded before the local cluster removes it (production's default is
+// 10m; a local cluster is for trying things out).
+const ScaleDownUnneededTime = 20 * time.Second
+
 // writeComponentsConfig writes the kwokctl configuration that adds Gantry's
 // own components to the cluster: gantry-provisioner, simulating with the
-// cluster scheduler's configuration, leader elected as in production.
+// cluster scheduler's configuration, leader elected as in production,
+// scaling the kwok node groups of NodeGroups.
 func (r *Runtime) writeComponentsConfig() (string, error) {
 	schedulerConfig := ""
 	if r.o.SchedulerConfig != "" {
@@ -216,12 +242,31 @@ components:
   - --leader-elect=true
   - --metrics-bind-address=0
   - --health-probe-bind-address=0
-`, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig)
+  - --node-group-provider=kwok
+  - --node-group-config=%s
+  - --scale-down-unneeded-time=%s
+  - --scale-down-interval=2s
+`, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
+		r.nodeGroupsPath(), ScaleDownUnneededTime)
 	if err := os.MkdirAll(r.o.WorkDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(r.nodeGroupsPath(), []byte(NodeGroups), 0o600); err != nil {
 		return "", err
 	}
 	path := filepath.Join(r.o.WorkDir, r.o.Name+"-gantry-components.yaml")
 	return path, os.WriteFile(path, []byte(config), 0o600)
+}
+
+// nodeGroupsPath is where the provisioner's node-group configuration is
+// written, next to the components configuration (kwokctl creates the
+// cluster directory itself).
+func (r *Runtime) nodeGroupsPath() string {
+	p := filepath.Join(r.o.WorkDir, r.o.Name+"-gantry-node-groups.yaml")
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 // Start implements cluster.Runtime.
