@@ -12,7 +12,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps verify test clean update
+.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify test clean update
 
 all: build
 
@@ -64,6 +64,13 @@ e2e: build
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
 	$(GINKGO) -v --timeout=40m --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS))
+
+## bench-provisioning: gantry-provisioner on a real kube-apiserver with Gantry's scheduler: one
+## check-capacity request of 1000 pods on 5000 nodes, 100 requests of 10 pods, an atomic scale-up
+## of 100 nodes.
+bench-provisioning: build
+	go test ./autoscaler/simulator -run '^$$' -bench CheckCapacity
+	go test -tags integration ./autoscaler/provisioning/integration -run '^$$' -bench 'CheckCapacity100Requests|AtomicScaleUp100Nodes' -benchtime 1x
 
 ## verify: formatting, vet, tidy modules, generated files and Bazel metadata in sync.
 verify:

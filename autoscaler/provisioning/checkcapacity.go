@@ -209,6 +209,11 @@ func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.Provisioning
 		return reconcile.Result{}, nil
 	}
 	waited := r.Clock.Since(oldest(bookings))
+	if len(st.failed) == 0 && st.total < want && st.total+r.assumedNotCached(pr.UID, bookings) >= want {
+		// This process created the rest a moment ago; the cache shows
+		// them soon (their events wake the request).
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	if len(st.failed) == 0 && st.total == want && waited < r.PlacementTimeout {
 		return reconcile.Result{RequeueAfter: r.PlacementTimeout - waited}, nil
 	}
@@ -401,6 +406,25 @@ func (r *Reconciler) unassume(names ...string) {
 	for _, n := range names {
 		delete(r.assumed, n)
 	}
+}
+
+// assumedNotCached counts the request's Reservations this process created
+// that cached does not show yet.
+func (r *Reconciler) assumedNotCached(uid types.UID, cached []schedv1alpha1.Reservation) int {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	seen := make(map[string]bool, len(cached))
+	for i := range cached {
+		seen[cached[i].Name] = true
+	}
+	now := r.Clock.Now()
+	n := 0
+	for name, a := range r.assumed {
+		if !seen[name] && a.res.Labels[LabelRequestUID] == string(uid) && now.Sub(a.at) <= assumeFor {
+			n++
+		}
+	}
+	return n
 }
 
 // withAssumed returns cached plus the assumed Reservations the cache does

@@ -195,3 +195,21 @@ func TestAssumedBookings(t *testing.T) {
 		t.Errorf("an assumption outlived %s: %v", assumeFor, got)
 	}
 }
+
+// Reservations of a booking just created that the cache does not show yet
+// are counted for their request only, and only while fresh.
+func TestAssumedNotCached(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Now())
+	r := &Reconciler{Clock: clk}
+	mk := func(name, uid string) *schedv1alpha1.Reservation {
+		return &schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelRequestUID: uid}}}
+	}
+	r.assume([]*schedv1alpha1.Reservation{mk("a", "u1"), mk("b", "u1"), mk("c", "u2")})
+	if n := r.assumedNotCached("u1", []schedv1alpha1.Reservation{*mk("a", "u1")}); n != 1 {
+		t.Errorf("u1 with a cached: %d not cached, want 1 (b)", n)
+	}
+	clk.Step(assumeFor + time.Second)
+	if n := r.assumedNotCached("u1", nil); n != 0 {
+		t.Errorf("after %s: %d, want 0", assumeFor, n)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
@@ -73,5 +74,72 @@ func BenchmarkCheckCapacity100Requests(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-provisioned")
 		b.ReportMetric(booked.Seconds(), "s-to-all-booked")
 		b.ReportMetric(placed.Seconds(), "s-to-all-placed")
+	}
+}
+
+// BenchmarkAtomicScaleUp100Nodes: one atomic request of 100 pods of 3
+// CPUs, each needing a new 4-CPU kwok node of its own: the time from the
+// request's creation to Provisioned=True (target under 30s), with the
+// phases: all 100 nodes created, all Ready, all bookings placed. A test
+// kubelet makes nodes Ready as the kwok controller does. Run with:
+//
+//	go test -tags integration ./autoscaler/provisioning/integration -run '^$' -bench AtomicScaleUp100Nodes -benchtime 1x
+func BenchmarkAtomicScaleUp100Nodes(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		e := &env{Env: schedtest.Setup(b), t: b}
+		e.StartScheduler(schedtest.GantryProfile)
+		e.startKubelet()
+		e.startProvisioner(e.withNodeGroups)
+		e.template("default", "workers", "3")
+		e.class("atomic-wide", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"wide"}})
+		b.StartTimer()
+		start := time.Now()
+		e.request("default", "hundred", "atomic-wide", "workers", 100, nil)
+		var created, ready, placed time.Duration
+		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			nodes := e.groupNodes("wide")
+			if created == 0 && len(nodes) == 100 {
+				created = time.Since(start)
+			}
+			up := 0
+			for i := range nodes {
+				if isReady(&nodes[i]) && len(nodes[i].Spec.Taints) == 0 {
+					up++
+				}
+			}
+			if ready == 0 && up == 100 {
+				ready = time.Since(start)
+			}
+			if rs, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{}); err == nil && placed == 0 {
+				available := 0
+				for _, r := range rs.Items {
+					if r.Status.Phase == schedv1alpha1.ReservationAvailable {
+						available++
+					}
+				}
+				if available == 100 {
+					placed = time.Since(start)
+				}
+			}
+			pr, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(ctx, "hundred", metav1.GetOptions{})
+			return err == nil && meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned), nil
+		})
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if err != nil {
+			b.Fatalf("not Provisioned within 5m")
+		}
+		if placed == 0 {
+			// Provisioned=True is written only once every booking is placed.
+			placed = elapsed
+		}
+		if n := len(e.groupNodes("wide")); n != 100 {
+			b.Fatalf("%d nodes, want 100", n)
+		}
+		b.ReportMetric(elapsed.Seconds(), "s-to-provisioned")
+		b.ReportMetric(created.Seconds(), "s-to-nodes-created")
+		b.ReportMetric(ready.Seconds(), "s-to-nodes-ready")
+		b.ReportMetric(placed.Seconds(), "s-to-bookings-placed")
 	}
 }

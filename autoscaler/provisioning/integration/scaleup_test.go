@@ -28,7 +28,8 @@ import (
 
 // nodeGroups is the kwok provider's configuration for these tests: a
 // healthy pool, a group one node of each scale-up never comes up in, one
-// whose creates fail, and one none of whose nodes come up.
+// whose creates fail, a large one for the benchmark, and one none of
+// whose nodes come up.
 const nodeGroups = `
 nodeGroups:
 - name: pool
@@ -42,6 +43,9 @@ nodeGroups:
   maxSize: 10
   capacity: {cpu: "4", memory: 16Gi, pods: "110"}
   failureInjection: {createErrors: 1}
+- name: wide
+  maxSize: 200
+  capacity: {cpu: "4", memory: 16Gi, pods: "110"}
 - name: stuck
   maxSize: 10
   capacity: {cpu: "4", memory: 16Gi, pods: "110"}
