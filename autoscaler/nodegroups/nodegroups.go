@@ -7,8 +7,11 @@ package nodegroups
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // Labels the provisioner's node groups put on the nodes they create.
@@ -90,4 +93,31 @@ func RollBack(ctx context.Context, g NodeGroup, attempt string) (int, error) {
 		return 0, nil
 	}
 	return len(names), g.DeleteNodes(ctx, names)
+}
+
+// Config is a provider's configuration: it reports every problem it has.
+type Config[T any] interface {
+	*T
+	Validate() error
+}
+
+// ParseConfig decodes a provider's configuration (YAML or JSON, unknown
+// fields rejected) and validates it; what names it in errors. On a
+// validation error it returns the decoded configuration as well.
+func ParseConfig[T any, PT Config[T]](data []byte, what string) (*T, error) {
+	c := new(T)
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return c, PT(c).Validate()
+}
+
+// LoadConfig reads a provider's configuration file and parses it as
+// ParseConfig does.
+func LoadConfig[T any, PT Config[T]](path, what string) (*T, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConfig[T, PT](data, what)
 }

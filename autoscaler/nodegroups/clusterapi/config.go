@@ -3,12 +3,10 @@ package clusterapi
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 )
@@ -55,22 +53,14 @@ type TemplateNodeConfig struct {
 
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConfig(data)
+	return nodegroups.LoadConfig[Config](path, "cluster-api node groups")
 }
 
 // ParseConfig parses and validates a configuration (YAML or JSON, unknown
 // fields rejected). On a validation error it returns the parsed
 // configuration as well as the error.
 func ParseConfig(data []byte) (*Config, error) {
-	var c Config
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return nil, fmt.Errorf("cluster-api node groups: %w", err)
-	}
-	return &c, c.Validate()
+	return nodegroups.ParseConfig[Config](data, "cluster-api node groups")
 }
 
 // Validate reports every problem of the configuration. Sizes left to the

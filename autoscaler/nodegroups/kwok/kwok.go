@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
@@ -59,21 +57,14 @@ type FailureInjection struct {
 
 // LoadConfig reads and validates a configuration file.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseConfig(data)
+	return nodegroups.LoadConfig[Config](path, "kwok node groups")
 }
 
 // ParseConfig parses and validates a configuration (YAML or JSON, unknown
-// fields rejected).
+// fields rejected). On a validation error it returns the parsed
+// configuration as well as the error.
 func ParseConfig(data []byte) (*Config, error) {
-	var c Config
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return nil, fmt.Errorf("kwok node groups: %w", err)
-	}
-	return &c, c.Validate()
+	return nodegroups.ParseConfig[Config](data, "kwok node groups")
 }
 
 // Validate reports every problem of the configuration.
