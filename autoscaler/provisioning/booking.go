@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"fmt"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,9 +16,12 @@ import (
 )
 
 // A booking is the capacity a Provisioned request holds for its pods: one
-// Reservation per pod, pinned to the node the simulation chose, owned by
-// the pods that consume the request (either consume annotation), living
-// for the class's booking duration, consumed once. Reservations are
+// Reservation per node and pod set, pinned to the node the simulation
+// chose, holding the requests of the set's pods placed there, owned by the
+// pods that consume the request (either consume annotation), living for
+// the class's booking duration. A Reservation for one pod is consumed once;
+// one for several is shared by its owners until they have all come.
+// Pods with host ports get one Reservation each (ports do not add up). Reservations are
 // cluster-scoped and cannot be owned by a namespaced request: the request's
 // UID label ties them to it, and the request's finalizer removes them.
 const (
@@ -33,16 +37,27 @@ const (
 	// AnnotationNextAttempt is when the next attempt is due (RFC 3339):
 	// the request's own updates wake the controller, the backoff holds.
 	AnnotationNextAttempt = "autoscaling.gantry.dev/next-attempt"
+	// AnnotationBookedPods is how many pods a Reservation books (absent: 1).
+	AnnotationBookedPods = "autoscaling.gantry.dev/booked-pods"
 )
 
-// bookingName is the deterministic name of the Reservation for pod i of pod
-// set s: an attempt resumed after a restart creates nothing twice.
+// BookedPods is how many pods a Reservation of a booking holds room for.
+func BookedPods(res *schedv1alpha1.Reservation) int {
+	n, err := strconv.Atoi(res.Annotations[AnnotationBookedPods])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// bookingName is the deterministic name of Reservation i of pod set s: an
+// attempt resumed after a restart creates nothing twice.
 func bookingName(uid types.UID, set, i int) string {
 	return fmt.Sprintf("provreq-%s-%d-%d", uid, set, i)
 }
 
-// bookingFor is the Reservation that books node for one pod like pod.
-func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, c Class) *schedv1alpha1.Reservation {
+// bookingFor is the Reservation that books node for count pods like pod.
+func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, count int, c Class) *schedv1alpha1.Reservation {
 	var ports []v1.ContainerPort
 	for _, ctr := range pod.Spec.Containers {
 		for _, p := range ctr.Ports {
@@ -56,6 +71,11 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 		owners = append(owners, schedv1alpha1.ReservationOwner{
 			Annotation: &schedv1alpha1.OwnerAnnotation{Key: key, Value: r.Name}, Namespace: r.Namespace})
 	}
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for name, q := range requests {
+		q.Mul(int64(count))
+		requests[name] = q
+	}
 	schedulerName := pod.Spec.SchedulerName
 	if schedulerName == "" {
 		schedulerName = v1.DefaultSchedulerName
@@ -64,11 +84,11 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        bookingName(r.UID, set, i),
 			Labels:      map[string]string{LabelRequestUID: string(r.UID)},
-			Annotations: map[string]string{AnnotationRequest: r.Namespace + "/" + r.Name},
+			Annotations: map[string]string{AnnotationRequest: r.Namespace + "/" + r.Name, AnnotationBookedPods: strconv.Itoa(count)},
 		},
 		Spec: schedv1alpha1.ReservationSpec{
 			Template: schedv1alpha1.ReservationTemplate{
-				Requests:      resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
+				Requests:      requests,
 				NodeName:      node,
 				Tolerations:   pod.Spec.Tolerations,
 				HostPorts:     ports,
@@ -80,44 +100,55 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 			},
 			Owners:       owners,
 			TTL:          &metav1.Duration{Duration: c.BookingDuration},
-			AllocateOnce: ptr.To(true),
+			AllocateOnce: ptr.To(count == 1),
 		},
 	}
 }
 
-// bookingState sums up a request's Reservations.
+// bookingState sums up a request's Reservations, in pods.
 type bookingState struct {
 	total, available, consumed int
 	// pending are not placed yet; unschedulable is the scheduler's reason
 	// for one that it could not place.
 	pending       int
 	unschedulable string
-	// failed counts the Reservations that ended without being consumed,
-	// by reason (Expired, NodeDeleted, Preempted, ...).
+	// failed counts the pods whose room ended before they came, by the
+	// Reservation's reason (Expired, NodeDeleted, Preempted, ...).
 	failed map[string]int
 	nodes  map[string]bool
+	// reservations is how many Reservations there are.
+	reservations int
 }
 
 func summarizeBookings(rs []schedv1alpha1.Reservation) bookingState {
-	s := bookingState{total: len(rs), failed: map[string]int{}, nodes: map[string]bool{}}
+	s := bookingState{reservations: len(rs), failed: map[string]int{}, nodes: map[string]bool{}}
 	for i := range rs {
 		r := &rs[i]
+		pods := BookedPods(r)
+		came := min(len(r.Status.CurrentOwners), pods)
+		s.total += pods
 		if r.Status.NodeName != "" {
 			s.nodes[r.Status.NodeName] = true
 		}
 		switch r.Status.Phase {
 		case schedv1alpha1.ReservationAvailable:
-			s.available++
+			s.consumed += came
+			s.available += pods - came
 		case schedv1alpha1.ReservationSucceeded:
-			s.consumed++
+			s.consumed += pods
 		case schedv1alpha1.ReservationFailed:
+			s.consumed += came
+			if pods == came {
+				// A shared booking all its pods used, ended by its TTL.
+				continue
+			}
 			reason := "Failed"
 			if c := meta.FindStatusCondition(r.Status.Conditions, schedv1alpha1.ConditionReady); c != nil && c.Reason != "" {
 				reason = c.Reason
 			}
-			s.failed[reason]++
+			s.failed[reason] += pods - came
 		default:
-			s.pending++
+			s.pending += pods
 			if c := meta.FindStatusCondition(r.Status.Conditions, schedv1alpha1.ConditionScheduled); c != nil &&
 				c.Status == metav1.ConditionFalse && c.Reason == schedv1alpha1.ReasonUnschedulable {
 				s.unschedulable = c.Message
@@ -125,4 +156,16 @@ func summarizeBookings(rs []schedv1alpha1.Reservation) bookingState {
 		}
 	}
 	return s
+}
+
+// hasHostPorts reports whether pod asks for host ports.
+func hasHostPorts(pod *v1.Pod) bool {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -142,9 +142,26 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, pr *provv1.Provisionin
 	nodes := map[string]bool{}
 	var todo []*schedv1alpha1.Reservation
 	for si, s := range sets {
-		for i, node := range placement[s.Name] {
+		if hasHostPorts(s.Pod) {
+			for i, node := range placement[s.Name] {
+				nodes[node] = true
+				todo = append(todo, bookingFor(pr, si, i, s.Pod, node, 1, class))
+			}
+			continue
+		}
+		// One Reservation per node for the set's pods there, in the order
+		// the simulation used the nodes.
+		var order []string
+		count := map[string]int{}
+		for _, node := range placement[s.Name] {
+			if count[node] == 0 {
+				order = append(order, node)
+			}
+			count[node]++
 			nodes[node] = true
-			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, class))
+		}
+		for i, node := range order {
+			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, count[node], class))
 		}
 	}
 	// The next request's simulation must count these before the cache
@@ -227,7 +244,7 @@ func (r *Reconciler) confirmBooking(ctx context.Context, pr *provv1.Provisioning
 	case st.total < want:
 		// The provisioner stopped while creating them: the placement they
 		// followed may be stale now.
-		why = fmt.Sprintf("booking interrupted with %d of %d reservations created", st.total, want)
+		why = fmt.Sprintf("booking interrupted with room for %d of %d pods created", st.total, want)
 	}
 	if err := r.release(ctx, pr, why); err != nil {
 		return reconcile.Result{}, err
@@ -408,8 +425,8 @@ func (r *Reconciler) unassume(names ...string) {
 	}
 }
 
-// assumedNotCached counts the request's Reservations this process created
-// that cached does not show yet.
+// assumedNotCached counts the pods booked by the request's Reservations
+// this process created that cached does not show yet.
 func (r *Reconciler) assumedNotCached(uid types.UID, cached []schedv1alpha1.Reservation) int {
 	r.assumedMu.Lock()
 	defer r.assumedMu.Unlock()
@@ -421,7 +438,7 @@ func (r *Reconciler) assumedNotCached(uid types.UID, cached []schedv1alpha1.Rese
 	n := 0
 	for name, a := range r.assumed {
 		if !seen[name] && a.res.Labels[LabelRequestUID] == string(uid) && now.Sub(a.at) <= assumeFor {
-			n++
+			n += BookedPods(a.res)
 		}
 	}
 	return n

@@ -214,7 +214,7 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 	}
 	r.trackBookings(pr.UID, 0)
 	if len(bookings) > 0 && why != "" {
-		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released %d reserved pods' capacity: %s", len(bookings), why)
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released the room of %d booked pods: %s", summarizeBookings(bookings).total, why)
 	}
 	if deleting {
 		if err := r.removeUnusedNodes(ctx, pr); err != nil {

@@ -18,7 +18,7 @@ var (
 	}, []string{"class", "result"})
 	bookingsActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "gantry_provisioning_bookings_active",
-		Help: "Reservations booked for ProvisioningRequests that still hold capacity (Pending or Available).",
+		Help: "Pods whose room ProvisioningRequests' bookings still hold (Reservations Pending or Available, less the pods that came).",
 	})
 	nodesCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gantry_provisioning_nodes_created_total",
@@ -45,8 +45,8 @@ func init() {
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }
 
-// trackBookings records how many of a request's Reservations hold capacity
-// and sets the gauge to the sum over requests.
+// trackBookings records for how many pods a request's booking still holds
+// room and sets the gauge to the sum over requests.
 func (r *Reconciler) trackBookings(uid types.UID, active int) {
 	r.activeMu.Lock()
 	defer r.activeMu.Unlock()

@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,7 @@ func TestBookingFor(t *testing.T) {
 		ContainerPort([]v1.ContainerPort{{ContainerPort: 80}, {HostPort: 8080, ContainerPort: 8080}}).
 		Toleration("gpu").Priority(7).Obj()
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
-	b := bookingFor(pr, 1, 3, pod, "n1", c)
+	b := bookingFor(pr, 1, 3, pod, "n1", 1, c)
 	if b.Name != "provreq-u1-1-3" || b.Labels[LabelRequestUID] != "u1" || b.Annotations[AnnotationRequest] != "ml/train" {
 		t.Errorf("identity: %s %v %v", b.Name, b.Labels, b.Annotations)
 	}
@@ -137,6 +138,11 @@ func TestBookingFor(t *testing.T) {
 		b.Spec.Owners[1].Annotation.Key != provv1.AnnotationConsumeLegacy || b.Spec.Owners[0].Namespace != "ml" ||
 		b.Spec.Owners[0].Annotation.Value != "train" || b.Spec.TTL.Duration != DefaultBookingDuration || !*b.Spec.AllocateOnce {
 		t.Errorf("owners and lifetime %+v", b.Spec)
+	}
+	// Three pods share one Reservation of three times the requests.
+	shared := bookingFor(pr, 0, 0, cpuPod("2"), "n1", 3, c)
+	if shared.Spec.Template.Requests.Cpu().String() != "6" || *shared.Spec.AllocateOnce || BookedPods(shared) != 3 {
+		t.Errorf("shared booking: requests %v, allocateOnce %v, pods %d", shared.Spec.Template.Requests, *shared.Spec.AllocateOnce, BookedPods(shared))
 	}
 }
 
@@ -159,6 +165,27 @@ func TestSummarizeBookings(t *testing.T) {
 	if s.total != 5 || s.available != 1 || s.consumed != 1 || s.failed[schedv1alpha1.ReasonExpired] != 1 ||
 		s.pending != 2 || s.unschedulable != "0/2 nodes are available" || len(s.nodes) != 1 {
 		t.Errorf("%+v", s)
+	}
+	// Shared bookings count in pods: 4 booked with 1 come, 3 all come and
+	// then expired (not a failure), 2 expired with 1 come.
+	shared := func(phase schedv1alpha1.ReservationPhase, pods, came int, reason string) schedv1alpha1.Reservation {
+		res := r(phase, "", "")
+		if reason != "" {
+			res = r(phase, schedv1alpha1.ConditionReady, reason)
+		}
+		res.Annotations = map[string]string{AnnotationBookedPods: strconv.Itoa(pods)}
+		for range came {
+			res.Status.CurrentOwners = append(res.Status.CurrentOwners, v1.ObjectReference{Name: "p"})
+		}
+		return res
+	}
+	s = summarizeBookings([]schedv1alpha1.Reservation{
+		shared(schedv1alpha1.ReservationAvailable, 4, 1, ""),
+		shared(schedv1alpha1.ReservationFailed, 3, 3, schedv1alpha1.ReasonExpired),
+		shared(schedv1alpha1.ReservationFailed, 2, 1, schedv1alpha1.ReasonExpired),
+	})
+	if s.total != 9 || s.available != 3 || s.consumed != 5 || s.failed[schedv1alpha1.ReasonExpired] != 1 || s.reservations != 3 {
+		t.Errorf("shared: %+v", s)
 	}
 	// A Reservation stands in the simulation for what it still holds.
 	avail := schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: "a"},

@@ -78,6 +78,20 @@ func (e *env) bookings(ctx context.Context, pr *provv1.ProvisioningRequest) int 
 	return len(e.reservations(ctx, pr))
 }
 
+// bookedPods sums up a request's booking in pods: booked, and come.
+func (e *env) bookedPods(ctx context.Context, pr *provv1.ProvisioningRequest) (booked, came int) {
+	for _, r := range e.reservations(ctx, pr) {
+		n := provisioning.BookedPods(&r)
+		booked += n
+		if r.Status.Phase == schedv1alpha1.ReservationSucceeded {
+			came += n
+		} else {
+			came += len(r.Status.CurrentOwners)
+		}
+	}
+	return booked, came
+}
+
 func (e *env) nodeOf(ctx context.Context, name string) string {
 	p, err := e.f.Client.CoreV1().Pods(e.f.Namespace).Get(ctx, name, metav1.GetOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -41,13 +42,14 @@ func BenchmarkCheckCapacity100Requests(b *testing.B) {
 		var booked, placed time.Duration
 		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 			if rs, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{}); err == nil {
-				available := 0
+				available, pods := 0, 0
 				for _, r := range rs.Items {
+					pods += provisioning.BookedPods(&r)
 					if r.Status.Phase == schedv1alpha1.ReservationAvailable {
-						available++
+						available += provisioning.BookedPods(&r)
 					}
 				}
-				if booked == 0 && len(rs.Items) == 1000 {
+				if booked == 0 && pods == 1000 {
 					booked = time.Since(start)
 				}
 				if placed == 0 && available == 1000 {
@@ -115,7 +117,7 @@ func BenchmarkAtomicScaleUp100Nodes(b *testing.B) {
 				available := 0
 				for _, r := range rs.Items {
 					if r.Status.Phase == schedv1alpha1.ReservationAvailable {
-						available++
+						available += provisioning.BookedPods(&r)
 					}
 				}
 				if available == 100 {

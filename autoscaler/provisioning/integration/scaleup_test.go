@@ -170,9 +170,8 @@ func TestAtomicScaleUp(t *testing.T) {
 			t.Fatalf("%d pool nodes, want 4", len(got))
 		}
 		uid := e.uid("default", "big")
-		booked := e.bookings(uid)
-		if len(booked) != 10 {
-			t.Fatalf("%d reservations booked, want 10", len(booked))
+		if booked, _ := e.bookedPods(uid); booked != 10 {
+			t.Fatalf("%d pods booked, want 10", booked)
 		}
 		e.pod("outsider", "2", "")
 		e.pod("consumer", "2", "big")
@@ -343,11 +342,11 @@ func TestRestartMidScaleUp(t *testing.T) {
 	placed := 0
 	for _, r := range e.bookings(e.uid("default", "resumed")) {
 		if r.Status.Phase == schedv1alpha1.ReservationAvailable {
-			placed++
+			placed += provisioning.BookedPods(&r)
 		}
 	}
 	if placed != 4 {
-		t.Errorf("%d of 4 reservations placed", placed)
+		t.Errorf("room for %d of 4 pods placed", placed)
 	}
 }
 
