@@ -120,6 +120,13 @@ type bookingState struct {
 	reservations int
 }
 
+// BookingPods sums a booking's Reservations up in pods: how many they
+// book, and how many of those pods have come.
+func BookingPods(rs []schedv1alpha1.Reservation) (booked, came int) {
+	s := summarizeBookings(rs)
+	return s.total, s.consumed
+}
+
 func summarizeBookings(rs []schedv1alpha1.Reservation) bookingState {
 	s := bookingState{reservations: len(rs), failed: map[string]int{}, nodes: map[string]bool{}}
 	for i := range rs {

@@ -80,16 +80,7 @@ func (e *env) bookings(ctx context.Context, pr *provv1.ProvisioningRequest) int 
 
 // bookedPods sums up a request's booking in pods: booked, and come.
 func (e *env) bookedPods(ctx context.Context, pr *provv1.ProvisioningRequest) (booked, came int) {
-	for _, r := range e.reservations(ctx, pr) {
-		n := provisioning.BookedPods(&r)
-		booked += n
-		if r.Status.Phase == schedv1alpha1.ReservationSucceeded {
-			came += n
-		} else {
-			came += len(r.Status.CurrentOwners)
-		}
-	}
-	return booked, came
+	return provisioning.BookingPods(e.reservations(ctx, pr))
 }
 
 func (e *env) nodeOf(ctx context.Context, name string) string {

@@ -183,16 +183,7 @@ func (e *env) bookings(uidOf string) []schedv1alpha1.Reservation {
 // bookedPods sums up a request's booking in pods: booked, and come.
 func (e *env) bookedPods(uid string) (booked, came int) {
 	e.t.Helper()
-	for _, r := range e.bookings(uid) {
-		n := provisioning.BookedPods(&r)
-		booked += n
-		if r.Status.Phase == schedv1alpha1.ReservationSucceeded {
-			came += n
-		} else {
-			came += len(r.Status.CurrentOwners)
-		}
-	}
-	return booked, came
+	return provisioning.BookingPods(e.bookings(uid))
 }
 
 func (e *env) uid(ns, name string) string {
