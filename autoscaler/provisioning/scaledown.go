@@ -39,6 +39,9 @@ type ScaleDown struct {
 	// unneededSince is when each node was first seen unneeded. It is kept
 	// in memory only: a restart makes every node wait the full time again.
 	unneededSince map[string]time.Time
+	// removed are nodes whose removal the provider took (a cloud provider
+	// deletes the node some time later): not removed twice.
+	removed map[string]bool
 }
 
 // Start runs scale-down until ctx ends (a controller-runtime Runnable; it
@@ -92,24 +95,34 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	now := s.Clock.Now()
 	s.mu.Lock()
 	if s.unneededSince == nil {
-		s.unneededSince = map[string]time.Time{}
+		s.unneededSince, s.removed = map[string]time.Time{}, map[string]bool{}
 	}
 	seen := map[string]bool{}
 	due := map[nodegroups.NodeGroup][]string{}
+	// Nodes a pass tainted and did not remove (it failed, or the
+	// provisioner restarted since): the taint goes unless they are due.
+	var stale []string
 	for _, n := range nodes {
 		seen[n.Name] = true
+		if s.removed[n.Name] {
+			continue
+		}
 		g, ok := s.Provider.NodeGroupForNode(n)
 		if !ok || used[n.Name] || inFlight[n.Labels[nodegroups.LabelAttempt]] || !n.DeletionTimestamp.IsZero() {
 			delete(s.unneededSince, n.Name)
+			if n.DeletionTimestamp.IsZero() && hasTaint(n, TaintToBeDeleted) {
+				stale = append(stale, n.Name)
+			}
 			continue
 		}
 		since, ok := s.unneededSince[n.Name]
 		if !ok {
-			s.unneededSince[n.Name] = now
-			continue
+			s.unneededSince[n.Name], since = now, now
 		}
 		if now.Sub(since) >= s.UnneededTime {
 			due[g] = append(due[g], n.Name)
+		} else if hasTaint(n, TaintToBeDeleted) {
+			stale = append(stale, n.Name)
 		}
 	}
 	for name := range s.unneededSince {
@@ -117,9 +130,17 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 			delete(s.unneededSince, name)
 		}
 	}
+	for name := range s.removed {
+		if !seen[name] {
+			delete(s.removed, name)
+		}
+	}
 	s.mu.Unlock()
 
 	var errs []error
+	for _, name := range stale {
+		errs = append(errs, s.untaint(ctx, name))
+	}
 	for g, names := range due {
 		if err := s.removeNodes(ctx, g, names); err != nil {
 			errs = append(errs, fmt.Errorf("node group %s: %w", g.ID(), err))
@@ -166,9 +187,13 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 			continue
 		}
 		if err := g.DeleteNodes(ctx, []string{name}); err != nil {
-			errs = append(errs, err)
+			// Left as it was: usable again, and tried again next pass.
+			errs = append(errs, err, s.untaint(ctx, name))
 			continue
 		}
+		s.mu.Lock()
+		s.removed[name] = true
+		s.mu.Unlock()
 		nodesScaledDown.WithLabelValues(g.ID()).Inc()
 		s.Recorder.Eventf(&node, v1.EventTypeNormal, "ScaleDown", "Node group %s: removed node %s, unneeded for %s", g.ID(), name, s.UnneededTime)
 		klog.FromContext(ctx).V(2).Info("Scaled down", "nodeGroup", g.ID(), "node", name)
