@@ -58,14 +58,7 @@ func bookingName(uid types.UID, set, i int) string {
 
 // bookingFor is the Reservation that books node for count pods like pod.
 func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, count int, c Class) *schedv1alpha1.Reservation {
-	var ports []v1.ContainerPort
-	for _, ctr := range pod.Spec.Containers {
-		for _, p := range ctr.Ports {
-			if p.HostPort > 0 {
-				ports = append(ports, p)
-			}
-		}
-	}
+	ports := hostPorts(pod)
 	owners := make([]schedv1alpha1.ReservationOwner, 0, 2)
 	for _, key := range []string{provv1.AnnotationConsume, provv1.AnnotationConsumeLegacy} {
 		owners = append(owners, schedv1alpha1.ReservationOwner{
@@ -165,14 +158,15 @@ func summarizeBookings(rs []schedv1alpha1.Reservation) bookingState {
 	return s
 }
 
-// hasHostPorts reports whether pod asks for host ports.
-func hasHostPorts(pod *v1.Pod) bool {
+// hostPorts are the host ports pod asks for.
+func hostPorts(pod *v1.Pod) []v1.ContainerPort {
+	var ports []v1.ContainerPort
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
 			if p.HostPort > 0 {
-				return true
+				ports = append(ports, p)
 			}
 		}
 	}
-	return false
+	return ports
 }

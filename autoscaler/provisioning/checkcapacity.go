@@ -142,7 +142,7 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, pr *provv1.Provisionin
 	nodes := map[string]bool{}
 	var todo []*schedv1alpha1.Reservation
 	for si, s := range sets {
-		if hasHostPorts(s.Pod) {
+		if len(hostPorts(s.Pod)) > 0 {
 			for i, node := range placement[s.Name] {
 				nodes[node] = true
 				todo = append(todo, bookingFor(pr, si, i, s.Pod, node, 1, class))

@@ -255,7 +255,7 @@ func (r *Reconciler) startScaleUp(ctx context.Context, pr *provv1.ProvisioningRe
 	case plan.total() == 0:
 		// The pods fit the cluster plus nothing new: it changed since the
 		// first simulation. Decide again.
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{RequeueAfter: readinessPoll}, nil
 	}
 
 	// Recorded before the first node exists: whatever happens next, the

@@ -51,10 +51,17 @@ func (e *env) request(ctx context.Context, name, class, template string, count i
 // waitCondition waits until the request has condition typ True with
 // reason.
 func (e *env) waitCondition(ctx context.Context, name, typ, reason string) *metav1.Condition {
-	return e.waitConditionStatus(ctx, name, typ, metav1.ConditionTrue, reason)
+	return e.waitFor(ctx, name, typ, metav1.ConditionTrue, reason)
 }
 
+// waitConditionStatus waits until the request has condition typ with
+// status and reason.
 func (e *env) waitConditionStatus(ctx context.Context, name, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {
+	return e.waitFor(ctx, name, typ, status, reason)
+}
+
+// waitFor is called by the two above only: failures point at their caller.
+func (e *env) waitFor(ctx context.Context, name, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	var c *metav1.Condition
 	framework.Eventually(ctx, func(g gomega.Gomega) {
 		pr, err := e.gc.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Get(ctx, name, metav1.GetOptions{})
