@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
+	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/crds"
 )
@@ -23,7 +23,7 @@ import (
 // clientset and the control plane's REST config.
 func Start(t *testing.T) (versioned.Interface, *rest.Config) {
 	t.Helper()
-	cp := controlplane.Start(t)
+	cp := framework.Start(t)
 	root, err := cluster.FindRoot()
 	if err != nil {
 		t.Fatal(err)

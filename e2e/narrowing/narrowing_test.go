@@ -15,7 +15,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 

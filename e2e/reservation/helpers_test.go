@@ -21,7 +21,7 @@ import (
 	schedclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 

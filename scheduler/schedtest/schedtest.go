@@ -33,7 +33,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
+	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/scheduler/app"
@@ -75,7 +75,7 @@ type Env struct {
 // Setup starts etcd and kube-apiserver, installs the CRDs and a fault proxy.
 func Setup(t testing.TB) *Env {
 	t.Helper()
-	cp := controlplane.Start(t)
+	cp := framework.Start(t)
 	root, err := cluster.FindRoot()
 	if err != nil {
 		t.Fatal(err)

@@ -11,8 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
-	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	"github.com/gantry-dev/gantry/test/integration/framework"
+	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 )
 
 func newPod(name string, gated bool, required []corev1.NodeSelectorTerm) *corev1.Pod {
@@ -26,7 +26,7 @@ func newPod(name string, gated bool, required []corev1.NodeSelectorTerm) *corev1
 func terms(ts ...corev1.NodeSelectorTerm) []corev1.NodeSelectorTerm { return ts }
 
 func TestGatedPodUpdates(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := framework.Start(t)
 	ctx := context.Background()
 	ns := "default"
 	pods := cp.Client.CoreV1().Pods(ns)

@@ -24,7 +24,7 @@ import (
 	"github.com/gantry-dev/gantry/admission/qos"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/e2e/framework/wrappers" // builders read as a DSL
+	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 )
 
 // bestEffortProfile is the second scheduler profile of the local cluster

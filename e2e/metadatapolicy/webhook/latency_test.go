@@ -21,7 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/e2e/framework/wrappers"
+	"github.com/gantry-dev/gantry/test/wrappers"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 )
 

@@ -31,7 +31,7 @@ import (
 	"github.com/gantry-dev/gantry/admission/webhook"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/e2e/framework/wrappers"
+	"github.com/gantry-dev/gantry/test/wrappers"
 	"github.com/gantry-dev/gantry/e2e/metadatapolicy/specs"
 )
 

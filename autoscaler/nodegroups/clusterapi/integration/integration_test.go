@@ -18,7 +18,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi/capitest"
-	"github.com/gantry-dev/gantry/e2e/framework/controlplane"
+	"github.com/gantry-dev/gantry/test/integration/framework"
 )
 
 const namespace = "capi"
@@ -42,7 +42,7 @@ nodeGroups:
 // TestProvider scales MachineDeployments up, rolls an attempt back and
 // removes nodes, with capitest's machine controller playing Cluster API.
 func TestProvider(t *testing.T) {
-	cp := controlplane.Start(t)
+	cp := framework.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dyn, err := dynamic.NewForConfig(cp.Config)

@@ -1,9 +1,9 @@
-// Package controlplane starts etcd and Gantry's kube-apiserver from the build
+// Package framework starts etcd and Gantry's kube-apiserver from the build
 // output as plain local processes, for integration tests: real API
 // semantics (validation, admission, storage) without a scheduler, nodes or a
 // cluster program. Each test gets its own processes, ports and data, removed
 // when it ends; their logs are printed when it fails.
-package controlplane
+package framework
 
 import (
 	"context"
