@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when anything hack/update.sh would change, or when code does not vet.
+# Fails when anything hack/update.sh would change, when code does not vet or
+# lint, when build output is in the tree, or when an import goes the wrong way.
 # Every generated file is regenerated into a temporary copy and diffed, so the
 # checkout is never modified.
 set -uo pipefail
@@ -26,7 +27,7 @@ gofmt_clean() {
 vet() { go vet ./...; }
 
 tidy() {
-  go mod tidy -diff && (cd hack/tools && go mod tidy -diff)
+  go mod tidy -diff && (cd hack/tools && go mod tidy -diff) && (cd hack/tools/lint && go mod tidy -diff)
 }
 
 # The replace block must be exactly what the pin script derives from the pinned release.
@@ -64,6 +65,9 @@ check "go.mod tidy" tidy
 check "kubernetes pin" pinned
 check "generated API code, CRDs, clients and plugin args" crds
 check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
+check "no build output or oversized files in the tree" hack/verify-tree.sh
+check "import direction (e2e/, test/, kind/ and what binaries link)" hack/verify-imports.sh
+check "golangci-lint (depguard, importas, errorlint, contextual logging)" hack/lint.sh
 
 if ((${#failed[@]})); then
   printf '\nverify failed: %s\n' "${failed[*]}"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Enforces the import direction of the tree:
+#   1. no package outside e2e/ imports e2e/ (test files and integration tests included);
+#   2. the production binaries link no test package and nothing of the cluster
+#      program (kind/): nothing under test/ or e2e/, no Gantry package named
+#      *test or *testing, no integration package, and nothing from kind/ except
+#      in gantry-cluster itself.
+# golangci-lint's depguard states rule 1 and the file-level part of rule 2
+# (.golangci.yml); this check reads what each binary really links
+# (`go list -deps`), which depguard cannot see.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+module=github.com/gantry-dev/gantry
+failed=0
+
+# 1. Imports of e2e/ from outside it, in any file of any package.
+while read -r pkg imports; do
+  [[ "${pkg}" == "${module}/e2e" || "${pkg}" == "${module}/e2e/"* ]] && continue
+  for imp in ${imports}; do
+    if [[ "${imp}" == "${module}/e2e" || "${imp}" == "${module}/e2e/"* ]]; then
+      echo "${pkg} imports ${imp}: only e2e/ may import e2e/ (shared test code belongs in test/)"
+      failed=1
+    fi
+  done
+done < <(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
+
+# 2. What each production binary links.
+binaries=(
+  scheduler/cmd/kube-scheduler
+  apiserver-patches/cmd/kube-apiserver
+  admission/cmd/gantry-webhook
+  autoscaler/cmd/gantry-provisioner
+  kind # gantry-cluster, the cluster program: may link kind/, nothing else of the list
+)
+for bin in "${binaries[@]}"; do
+  while read -r dep; do
+    rel="${dep#"${module}"/}"
+    [[ "${rel}" == "${dep}" ]] && continue # not Gantry's
+    why=""
+    case "${rel}" in
+      test/* | e2e/*) why="test code" ;;
+      */integration | */integration/*) why="an integration test package" ;;
+      kind/*) [[ "${bin}" == kind ]] || why="the cluster program (kind/)" ;;
+    esac
+    if [[ -z "${why}" && "${rel##*/}" =~ (test|testing)$ ]]; then why="a test helper package"; fi
+    if [[ -n "${why}" ]]; then
+      echo "${bin} links ${dep}: ${why} never belongs in a shipped binary"
+      failed=1
+    fi
+  done < <(go list -tags gantry_patched -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "./${bin}")
+done
+
+exit "${failed}"
