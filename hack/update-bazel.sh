@@ -2,9 +2,10 @@
 # Regenerates the Bazel metadata: BUILD.bazel files (gazelle) and the go_deps
 # use_repo list of MODULE.bazel, then formats all Starlark (buildifier).
 #
-# Bazel itself cannot run on these machines (see DESIGN.md), so gazelle runs
-# standalone. It is told every module of go.mod up front (-repo_config) so it
-# resolves imports without network lookups and names repos as go_deps does.
+# Bazel itself cannot be installed on the machines Gantry is developed on (see
+# the Bazel section of README.md), so gazelle runs standalone. It is told every
+# module of go.mod up front (-repo_config) so it resolves imports without
+# network lookups and names repos as go_deps does.
 #
 #   hack/update-bazel.sh            rewrite files
 #   hack/update-bazel.sh --verify   fail, showing the diff, when files are stale
