@@ -12,9 +12,14 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify test clean update
+.PHONY: all help build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
+
+## help: this list.
+help:
+	@awk '/^## [a-z0-9-]+:/ { sub(/^## /, ""); t = $$1; sub(/^[a-z0-9-]+: */, ""); printf "\n  %-22s %s", t, $$0; next } \
+		/^## / { sub(/^## /, ""); printf " %s", $$0 } END { print "" }' $(MAKEFILE_LIST)
 
 ## build: every control-plane binary into _output/bin (incremental).
 build:
@@ -25,11 +30,12 @@ up: build
 	$(BIN)/gantry-cluster up --nodes $(NODES) $(UP_FLAGS)
 
 ## down: remove the local cluster and everything made for it.
-down:
-	go run ./kind down
+down: build
+	$(BIN)/gantry-cluster down
 
-status:
-	go run ./kind status
+## status: whether the local cluster runs, and its components.
+status: build
+	$(BIN)/gantry-cluster status
 
 ## unit: unit tests (no cluster).
 unit:
@@ -72,9 +78,14 @@ bench-provisioning: build
 	go test ./autoscaler/simulator -run '^$$' -bench CheckCapacity
 	go test -tags integration ./autoscaler/provisioning/integration -run '^$$' -bench 'CheckCapacity100Requests|AtomicScaleUp100Nodes' -benchtime 1x
 
-## verify: formatting, vet, tidy modules, generated files and Bazel metadata in sync.
+## verify: formatting, vet, tidy modules, generated files and Bazel metadata in sync, no build
+## output in the tree, import direction, golangci-lint.
 verify:
 	hack/verify.sh
+
+## lint: golangci-lint alone (.golangci.yml); ARGS= passes flags and packages, e.g. ARGS=./scheduler/...
+lint:
+	hack/lint.sh $(ARGS)
 
 ## update: regenerate everything verify checks.
 update:
@@ -83,6 +94,7 @@ update:
 ## test: what CI runs (verify, unit, build, integration, e2e).
 test: verify unit build integration e2e
 
+## clean: remove the local cluster and _output/.
 clean:
 	-go run ./kind down
 	rm -rf _output
