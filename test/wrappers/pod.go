@@ -1,28 +1,40 @@
-// Package wrappers builds the API objects Gantry's integration and e2e tests
-// use, kueue-style: MakePod("p", "ns").Gated("q").RequiredTerms(...).Obj().
 package wrappers
 
 import (
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
-// PodWrapper wraps a Pod.
-type PodWrapper struct{ corev1.Pod }
+// pauseImage is the image of the containers the wrappers make.
+const pauseImage = "registry.k8s.io/pause:3.10"
 
-// MakePod returns a pod with one pause container.
+// PodWrapper wraps a Pod.
+type PodWrapper struct{ v1.Pod }
+
+// MakePod returns a pod with one pause container, named "work", without
+// requests.
 func MakePod(name, namespace string) *PodWrapper {
-	return &PodWrapper{corev1.Pod{
+	return &PodWrapper{v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10"}},
-		},
+		Spec:       podSpec(),
 	}}
 }
 
+func podSpec() v1.PodSpec {
+	return v1.PodSpec{Containers: []v1.Container{{Name: "work", Image: pauseImage}}}
+}
+
 // Obj returns the pod.
-func (p *PodWrapper) Obj() *corev1.Pod { return &p.Pod }
+func (p *PodWrapper) Obj() *v1.Pod { return &p.Pod }
+
+// UID sets the pod's UID (for tests without an API server).
+func (p *PodWrapper) UID(uid string) *PodWrapper {
+	p.ObjectMeta.UID = types.UID(uid)
+	return p
+}
 
 // Label sets a label.
 func (p *PodWrapper) Label(k, v string) *PodWrapper {
@@ -42,16 +54,29 @@ func (p *PodWrapper) Annotation(k, v string) *PodWrapper {
 	return p
 }
 
+// Controller makes the pod controlled by kind/name of apiVersion, as a
+// ReplicaSet's pods are.
+func (p *PodWrapper) Controller(apiVersion, kind, name string) *PodWrapper {
+	p.OwnerReferences = append(p.OwnerReferences, metav1.OwnerReference{
+		APIVersion: apiVersion, Kind: kind, Name: name, Controller: ptr.To(true),
+	})
+	return p
+}
+
 // Gated adds a scheduling gate.
 func (p *PodWrapper) Gated(gate string) *PodWrapper {
-	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: gate})
+	p.Spec.SchedulingGates = append(p.Spec.SchedulingGates, v1.PodSchedulingGate{Name: gate})
 	return p
 }
 
 // Toleration adds an Exists toleration of key.
 func (p *PodWrapper) Toleration(key string) *PodWrapper {
-	p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists})
+	p.Spec.Tolerations = append(p.Spec.Tolerations, existsToleration(key))
 	return p
+}
+
+func existsToleration(key string) v1.Toleration {
+	return v1.Toleration{Key: key, Operator: v1.TolerationOpExists}
 }
 
 // NodeSelector adds a node selector label.
@@ -64,36 +89,36 @@ func (p *PodWrapper) NodeSelector(key, value string) *PodWrapper {
 }
 
 // RequiredTerms sets the required node affinity to the OR of terms.
-func (p *PodWrapper) RequiredTerms(terms ...corev1.NodeSelectorTerm) *PodWrapper {
+func (p *PodWrapper) RequiredTerms(terms ...v1.NodeSelectorTerm) *PodWrapper {
 	if p.Spec.Affinity == nil {
-		p.Spec.Affinity = &corev1.Affinity{}
+		p.Spec.Affinity = &v1.Affinity{}
 	}
 	if p.Spec.Affinity.NodeAffinity == nil {
-		p.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+		p.Spec.Affinity.NodeAffinity = &v1.NodeAffinity{}
 	}
-	p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: terms}
+	p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &v1.NodeSelector{NodeSelectorTerms: terms}
 	return p
 }
 
 // SetRequiredTerms replaces the required node affinity terms of p, which
 // must have a required node affinity.
-func SetRequiredTerms(p *corev1.Pod, terms ...corev1.NodeSelectorTerm) {
+func SetRequiredTerms(p *v1.Pod, terms ...v1.NodeSelectorTerm) {
 	p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms = terms
 }
 
 // Term is a nodeSelectorTerm of label requirements.
-func Term(reqs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
-	return corev1.NodeSelectorTerm{MatchExpressions: reqs}
+func Term(reqs ...v1.NodeSelectorRequirement) v1.NodeSelectorTerm {
+	return v1.NodeSelectorTerm{MatchExpressions: reqs}
 }
 
 // Req is a label requirement.
-func Req(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorRequirement {
-	return corev1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
+func Req(key string, op v1.NodeSelectorOperator, values ...string) v1.NodeSelectorRequirement {
+	return v1.NodeSelectorRequirement{Key: key, Operator: op, Values: values}
 }
 
 // In is a label In requirement.
-func In(key string, values ...string) corev1.NodeSelectorRequirement {
-	return Req(key, corev1.NodeSelectorOpIn, values...)
+func In(key string, values ...string) v1.NodeSelectorRequirement {
+	return Req(key, v1.NodeSelectorOpIn, values...)
 }
 
 // Requests sets the requests of the pod's container, e.g.
@@ -103,10 +128,28 @@ func (p *PodWrapper) Requests(nameValues ...string) *PodWrapper {
 	return p
 }
 
+// Limits sets the limits of the pod's container, as name, quantity pairs.
+func (p *PodWrapper) Limits(nameValues ...string) *PodWrapper {
+	p.Spec.Containers[0].Resources.Limits = ResourceList(nameValues...)
+	return p
+}
+
 // OnNode sets a required node affinity to the node of that hostname (the
-// scheduler still decides whether the pod fits there, unlike spec.nodeName).
+// scheduler still decides whether the pod fits there, unlike NodeName).
 func (p *PodWrapper) OnNode(node string) *PodWrapper {
-	return p.RequiredTerms(Term(In(corev1.LabelHostname, node)))
+	return p.RequiredTerms(Term(In(v1.LabelHostname, node)))
+}
+
+// NodeName binds the pod to node (spec.nodeName), as the scheduler does.
+func (p *PodWrapper) NodeName(node string) *PodWrapper {
+	p.Spec.NodeName = node
+	return p
+}
+
+// NominatedNodeName sets status.nominatedNodeName, as preemption does.
+func (p *PodWrapper) NominatedNodeName(node string) *PodWrapper {
+	p.Status.NominatedNodeName = node
+	return p
 }
 
 // PriorityClass sets the pod's priorityClassName; admission fills in its
@@ -116,21 +159,27 @@ func (p *PodWrapper) PriorityClass(name string) *PodWrapper {
 	return p
 }
 
+// Priority sets spec.priority, as admission does from the priority class
+// (for tests without an API server).
+func (p *PodWrapper) Priority(prio int32) *PodWrapper {
+	p.Spec.Priority = ptr.To(prio)
+	return p
+}
+
 // NoGrace makes the pod go away at once when deleted.
 func (p *PodWrapper) NoGrace() *PodWrapper {
-	var zero int64
-	p.Spec.TerminationGracePeriodSeconds = &zero
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
 	return p
 }
 
 // ResourceList parses name, quantity pairs.
-func ResourceList(nameValues ...string) corev1.ResourceList {
+func ResourceList(nameValues ...string) v1.ResourceList {
 	if len(nameValues)%2 != 0 {
 		panic("ResourceList takes name, quantity pairs")
 	}
-	l := corev1.ResourceList{}
+	l := v1.ResourceList{}
 	for i := 0; i < len(nameValues); i += 2 {
-		l[corev1.ResourceName(nameValues[i])] = resource.MustParse(nameValues[i+1])
+		l[v1.ResourceName(nameValues[i])] = resource.MustParse(nameValues[i+1])
 	}
 	return l
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -91,5 +92,19 @@ func (r *ReservationWrapper) NodeSelector(k, v string) *ReservationWrapper {
 		r.Spec.Template.NodeSelector = map[string]string{}
 	}
 	r.Spec.Template.NodeSelector[k] = v
+	return r
+}
+
+// UID sets the reservation's UID (for tests without an API server).
+func (r *ReservationWrapper) UID(uid string) *ReservationWrapper {
+	r.ObjectMeta.UID = types.UID(uid)
+	return r
+}
+
+// Available sets the status of a reservation the scheduler placed on node
+// (for tests without a scheduler).
+func (r *ReservationWrapper) Available(node string) *ReservationWrapper {
+	r.Status.Phase = schedv1alpha1.ReservationAvailable
+	r.Status.NodeName = node
 	return r
 }
