@@ -19,4 +19,9 @@
 //     /apis/v1/__services__ and /apis/v1/nodes/{node}.
 //   - ControllerProvider: controllers run only while this scheduler leads.
 //   - Score debugging: a table of the top N nodes per scheduled pod.
+//   - SharedKey: typed state that a plugin's instances (one per profile)
+//     share within one scheduler.
+//   - Typed seams between plugins, so that no plugin imports another:
+//     ReservationNominator (the Reservation plugin's nominations of
+//     preempting reservations, read and cleared by AsyncPreemption).
 package frameworkext

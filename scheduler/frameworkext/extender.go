@@ -40,7 +40,10 @@ type Extender struct {
 
 	debugScores atomic.Int32
 	nodeViews   func(name string) (any, error)
-	shared      map[string]any
+	// shared holds the values of SharedKeys, by key.
+	shared map[any]any
+	// nominator is the Reservation plugin's, once it is built.
+	nominator ReservationNominator
 }
 
 type profileState struct {
@@ -57,22 +60,8 @@ func New() *Extender {
 		profiles: map[fwk.Handle]*profileState{},
 		services: newServiceMux(),
 		seen:     map[string]bool{},
-		shared:   map[string]any{},
+		shared:   map[any]any{},
 	}
-}
-
-// Shared returns the value stored under key, creating it with create the
-// first time: state that every instance of a plugin in this scheduler (one
-// per profile) shares, and that goes away with the scheduler.
-func (e *Extender) Shared(key string, create func() any) any {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	v, ok := e.shared[key]
-	if !ok {
-		v = create()
-		e.shared[key] = v
-	}
-	return v
 }
 
 // Wrap returns registry with every factory wrapped by the layer's proxy.

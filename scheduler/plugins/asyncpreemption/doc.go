@@ -16,4 +16,9 @@
 //     status.nominatedNodeName, and re-activates the preemptor after a
 //     backoff;
 //   - records metrics with the real result and duration of each run.
+//
+// Reservations are victims and preemptors too. The plugin knows their pods
+// through reservation/reservepod and reads and clears the nominations of
+// preempting reservations through frameworkext.ReservationNominator; it
+// never imports the Reservation plugin.
 package asyncpreemption

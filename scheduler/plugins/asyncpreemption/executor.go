@@ -23,7 +23,8 @@ import (
 
 	schedclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // executor runs preemptions' API work off the scheduling cycle.
@@ -55,6 +56,10 @@ type executor struct {
 	// Gantry's extended handle (then no reservation is ever a victim
 	// candidate with lower priority than its cached pod's).
 	reservations schedclient.ReservationInterface
+	// nominations finds the Reservation plugin's nominations of preempting
+	// reservations; nil without Gantry's extended handle (then there are
+	// none). It is looked up on use: plugins are built in any order.
+	nominations func() frameworkext.ReservationNominator
 }
 
 func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
@@ -187,7 +192,7 @@ func (e *executor) preemptAll(ctx context.Context, logger klog.Logger, preemptor
 // victim waiting on permit is rejected in memory instead. A victim that is
 // already gone counts as preempted.
 func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string, victim *v1.Pod) error {
-	if reservation.IsReservePod(victim) {
+	if reservepod.Is(victim) {
 		return e.failReservation(ctx, logger, preemptor, victim)
 	}
 	if wp := e.fh.GetWaitingPod(victim.UID); wp != nil && wp.Preempt(Name, "preempted") {
@@ -217,7 +222,7 @@ func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor
 	}
 	victims.Inc()
 	logger.V(2).Info("Preempted victim", "victim", klog.KObj(victim))
-	if reservation.IsReservePod(preemptor) {
+	if reservepod.Is(preemptor) {
 		// The related object must exist: a reservation is no Pod.
 		e.fh.EventRecorder().Eventf(victim, nil, v1.EventTypeNormal, "Preempted", "Preempting",
 			"Preempted by reservation %s on node %s", preemptor.Name, node)
@@ -282,8 +287,10 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 // clearNomination clears pod's nomination in memory and in its status. A
 // reservation's pod is nominated in memory only.
 func (e *executor) clearNomination(ctx context.Context, p *v1.Pod) error {
-	if reservation.IsReservePod(p) {
-		reservation.ClearNomination(e.fh, p.UID)
+	if reservepod.Is(p) {
+		if n := e.reservationNominator(); n != nil {
+			n.ClearNomination(p.UID)
+		}
 		return nil
 	}
 	e.fh.DeleteNominatedPodIfExists(p)
@@ -293,6 +300,15 @@ func (e *executor) clearNomination(ctx context.Context, p *v1.Pod) error {
 		return nil
 	}
 	return err
+}
+
+// reservationNominator returns the Reservation plugin's nominations, or nil
+// when there are none to see.
+func (e *executor) reservationNominator() frameworkext.ReservationNominator {
+	if e.nominations == nil {
+		return nil
+	}
+	return e.nominations()
 }
 
 // wait waits for every started preemption to finish (tests, shutdown).
@@ -400,7 +416,10 @@ func (e *executor) preempted(uid types.UID) bool {
 // Failing to clear one is not fatal to the preemption.
 func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string) {
 	prio := podPriority(preemptor)
-	nominees := reservation.NominatedOn(e.fh, node)
+	var nominees []*v1.Pod
+	if n := e.reservationNominator(); n != nil {
+		nominees = n.NominatedOn(node)
+	}
 	for _, pi := range e.fh.NominatedPodsForNode(node) {
 		nominees = append(nominees, pi.GetPod())
 	}
@@ -411,7 +430,7 @@ func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger
 		if err := e.clearNomination(ctx, p); err != nil {
 			logger.Error(err, "Clearing a lower-priority pod's nomination", "pod", klog.KObj(p))
 		}
-		if reservation.IsReservePod(p) {
+		if reservepod.Is(p) {
 			// No status update will requeue it: it looks for another place now.
 			e.fh.Activate(logger, map[string]*v1.Pod{p.Name: p})
 		}

@@ -23,7 +23,7 @@ import (
 
 	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -70,6 +70,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		exec: newExecutor(fh, int(args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
 	if eh, ok := fh.(frameworkext.ExtendedHandle); ok {
 		pl.exec.reservations = eh.GantryClientSet().SchedulingV1alpha1().Reservations()
+		pl.exec.nominations = eh.Extender().ReservationNominator
 	}
 	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
 	return pl, nil
@@ -96,7 +97,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	logger := klog.FromContext(ctx)
 	// A pending reservation's pod is rebuilt from the reservation for each
 	// cycle: it is current and is no Pod to look up.
-	if !reservation.IsReservePod(pod) {
+	if !reservepod.Is(pod) {
 		latest, err := pl.ev.PodLister.Pods(pod.Namespace).Get(pod.Name)
 		if err != nil {
 			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("preemption: preemptor is gone: %v", err))
@@ -210,7 +211,7 @@ func (pl *Plugin) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, n
 
 // SelectVictimsOnNode is upstream's, on a node where reservations and the
 // pods placed in them have their priority as victims (see
-// reservation.VictimPriority): an Available reservation of lower priority
+// reservepod.VictimPriority): an Available reservation of lower priority
 // than the preemptor is a candidate victim, and an owner pod keeps its
 // reservation's protection. nodeInfo is the evaluator's copy.
 func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
@@ -246,13 +247,13 @@ func withVictimPriorities(logger klog.Logger, nodeInfo fwk.NodeInfo) error {
 	var swap []*v1.Pod
 	for _, pi := range nodeInfo.GetPods() {
 		p := pi.GetPod()
-		if reservation.VictimPriority(p) != podPriority(p) {
+		if reservepod.VictimPriority(p) != podPriority(p) {
 			swap = append(swap, p)
 		}
 	}
 	for _, p := range swap {
 		q := p.DeepCopy()
-		want := reservation.VictimPriority(p)
+		want := reservepod.VictimPriority(p)
 		q.Spec.Priority = &want
 		if err := nodeInfo.RemovePod(logger, p); err != nil {
 			return err

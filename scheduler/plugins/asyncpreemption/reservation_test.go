@@ -2,16 +2,20 @@ package asyncpreemption
 
 import (
 	"encoding/json"
+	"slices"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
 // reservePodInCache is a reservation's pod as the Reservation plugin puts it
@@ -77,5 +81,74 @@ func TestPreemptingAReservationFailsIt(t *testing.T) {
 	}
 	if activated, _ := e.h.snapshot(); len(activated) != 1 {
 		t.Errorf("preemptor not re-activated: %v", activated)
+	}
+}
+
+// fakeNominator stands for the Reservation plugin's nominations.
+type fakeNominator struct {
+	mu      sync.Mutex
+	pods    []*v1.Pod
+	cleared []types.UID
+}
+
+func (n *fakeNominator) NominatedOn(node string) []*v1.Pod {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*v1.Pod
+	for _, p := range n.pods {
+		if p.Status.NominatedNodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (n *fakeNominator) ClearNomination(uid types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.cleared = append(n.cleared, uid)
+}
+
+// Pending reservations of lower priority nominated to the target node lose
+// their nomination, through the Reservation plugin's nominator (they have
+// no status to patch), and look for another place at once; higher ones
+// keep it.
+func TestLowerReservationNominationsCleared(t *testing.T) {
+	pending := func(name string, prio int32) *v1.Pod {
+		p := st.MakePod().Name(name).UID("uid-" + name).Priority(prio).NominatedNodeName("n1").Obj()
+		p.Namespace = ""
+		p.Annotations = map[string]string{"scheduling.gantry.dev/reserve-pod": name}
+		return p
+	}
+	v := pod("v", 1)
+	e := newEnv(t, v, preemptor())
+	n := &fakeNominator{pods: []*v1.Pod{pending("r-lower", 5), pending("r-higher", 500)}}
+	e.exec.nominations = func() frameworkext.ReservationNominator { return n }
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	e.exec.wait()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.cleared) != 1 || n.cleared[0] != "uid-r-lower" {
+		t.Errorf("reservation nominations cleared: %v, want uid-r-lower", n.cleared)
+	}
+	activated, _ := e.h.snapshot()
+	if !slices.Contains(activated, "r-lower") {
+		t.Errorf("activated %v: the lower reservation was not sent to look for another place", activated)
+	}
+	if slices.Contains(activated, "r-higher") {
+		t.Errorf("activated %v: the higher reservation lost its place", activated)
+	}
+}
+
+// Without Gantry's extended handle there is no Reservation plugin to ask:
+// a reservation preemptor's failed preemption clears nothing and does not fail.
+func TestReservationNominationWithoutNominator(t *testing.T) {
+	e := newEnv(t)
+	r := reservePodInCache("r1")
+	if err := e.exec.clearNomination(t.Context(), r); err != nil {
+		t.Errorf("clearing a reservation's nomination without the plugin: %v", err)
+	}
+	if e.exec.reservationNominator() != nil {
+		t.Error("a nominator without Gantry's extended handle")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // cycleState is what PreFilter learns about an owner pod: the reservations
@@ -41,7 +42,7 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 	if byNode := pl.store.nominatedFor(pod); byNode != nil {
 		state.Write(nominatedKey, &nominatedState{byNode: byNode})
 	}
-	if isReservePod(pod) {
+	if reservepod.Is(pod) {
 		// A pending reservation preempts, as a pod does, only where its
 		// profile's PostFilter knows reservations; elsewhere, or with
 		// preemptionPolicy Never, it waits for capacity.
@@ -179,7 +180,7 @@ func (pl *Plugin) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve claims the chosen reservation on the selected node for an owner
 // pod, so that its capacity is not counted twice while the pod binds.
 func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	if isReservePod(pod) {
+	if reservepod.Is(pod) {
 		// Placed (assumed): it no longer waits for a preemption's victims.
 		pl.store.nominate(pod.UID, "")
 		return nil
@@ -215,7 +216,7 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod
 // and no pod is bound without it or carries it unbound. Other pods are left
 // to the next binder.
 func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	if isReservePod(pod) {
+	if reservepod.Is(pod) {
 		if err := pl.bindReservation(ctx, pod, node); err != nil {
 			return fwk.AsStatus(err)
 		}
@@ -226,7 +227,7 @@ func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return fwk.NewStatus(fwk.Skip)
 	}
 	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid,
-		Priority: VictimPriority(cs.claimed.cached)})
+		Priority: reservepod.VictimPriority(cs.claimed.cached)})
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -262,7 +263,7 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 // gets the same capacity check and claim as any other. Reservations
 // themselves are not batched.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	if isReservePod(pod) {
+	if reservepod.Is(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reservations are not batched")
 	}
 	if key := pl.store.ownerSignature(pod); key != "" {

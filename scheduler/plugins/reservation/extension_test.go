@@ -12,6 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // nodeInfoFromCache is the node as a scheduling cycle's snapshot holds it.
@@ -83,7 +84,7 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 	ctx := context.Background()
 	for name, p := range map[string]*v1.Pod{
 		"non-owner":   ownerPod("x", "1").DeepCopy(),
-		"reservation": reservePod(makeReservation("r2", "1")),
+		"reservation": reservepod.New(makeReservation("r2", "1")),
 	} {
 		if name == "non-owner" {
 			p.Labels = nil
@@ -102,7 +103,7 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 			t.Errorf("%s: PreScore = %v, want Skip", name, st)
 		}
 	}
-	if _, st := pl.SignPod(ctx, reservePod(makeReservation("r3", "1"))); st.IsSuccess() {
+	if _, st := pl.SignPod(ctx, reservepod.New(makeReservation("r3", "1"))); st.IsSuccess() {
 		t.Error("a reservation was signed for batching")
 	}
 	a, _ := pl.SignPod(ctx, ownerPod("a", "1"))
@@ -139,7 +140,7 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 
 	for name, r := range map[string]*schedv1alpha1.Reservation{"default policy": big, "Never": makeReservation("calm", "1", prio(100), never)} {
 		state := framework.NewCycleState()
-		pl.PreFilter(ctx, state, reservePod(r), nil)
+		pl.PreFilter(ctx, state, reservepod.New(r), nil)
 		if got, want := state.ShouldSkipAllPostFilterPlugins(), name == "Never"; got != want {
 			t.Errorf("%s: PostFilter skipped = %v, want %v", name, got, want)
 		}
@@ -163,15 +164,19 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 	if got := filtered(higher); got != 0 {
 		t.Errorf("a higher-priority pod's filters see %dm requested on n1, want 0", got)
 	}
-	if got := filtered(reservePod(big)); got != 0 {
+	if got := filtered(reservepod.New(big)); got != 0 {
 		t.Errorf("the nominated reservation counts itself: %dm", got)
 	}
-	if got := NominatedOn(nil, "n1"); got != nil {
-		t.Errorf("NominatedOn without Gantry's handle = %v", got)
+	// What AsyncPreemption sees through frameworkext.ReservationNominator.
+	if got := f.store.NominatedOn("n1"); len(got) != 1 || got[0].UID != big.UID {
+		t.Errorf("NominatedOn(n1) = %v, want the reservation big", got)
+	}
+	if got := f.store.NominatedOn("n2"); got != nil {
+		t.Errorf("NominatedOn(n2) = %v, want none", got)
 	}
 
 	// Placed: the nomination ends.
-	if st := pl.Reserve(ctx, framework.NewCycleState(), reservePod(big), "n1"); !st.IsSuccess() {
+	if st := pl.Reserve(ctx, framework.NewCycleState(), reservepod.New(big), "n1"); !st.IsSuccess() {
 		t.Fatal(st)
 	}
 	if got := filtered(lower); got != 0 {

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -37,4 +38,50 @@ func (m *chosenMap) get(node string) (*candidate, fwk.NodeInfo, bool) {
 	defer m.mu.RUnlock()
 	ch, ok := m.m[node]
 	return ch.c, ch.adjusted, ok
+}
+
+// subtract returns a − Σ bs, per resource of a, floored at zero.
+func subtract(a v1.ResourceList, bs ...v1.ResourceList) v1.ResourceList {
+	out := make(v1.ResourceList, len(a))
+	for name, q := range a {
+		left := q.DeepCopy()
+		for _, b := range bs {
+			if u, ok := b[name]; ok {
+				left.Sub(u)
+			}
+		}
+		if left.Sign() < 0 {
+			left = *resource.NewQuantity(0, q.Format)
+		}
+		out[name] = left
+	}
+	return out
+}
+
+// sum adds resource lists.
+func sum(ls ...v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for _, l := range ls {
+		for name, q := range l {
+			cur := out[name]
+			cur.Add(q)
+			out[name] = cur
+		}
+	}
+	return out
+}
+
+// fits reports whether req fits in avail for every resource req names
+// (zero requests always fit).
+func fits(req, avail v1.ResourceList) bool {
+	for name, q := range req {
+		if q.IsZero() {
+			continue
+		}
+		a, ok := avail[name]
+		if !ok || a.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
 }

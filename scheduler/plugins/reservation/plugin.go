@@ -22,6 +22,7 @@ import (
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -65,6 +66,9 @@ type shared struct {
 	preempting atomic.Pointer[sets.Set[string]]
 }
 
+// sharedKey finds the shared state of the plugin's instances in a scheduler.
+var sharedKey = frameworkext.NewSharedKey[*shared](Name)
+
 // ReservePodPreemptor is the PostFilter plugin that knows reserve pods
 // (Gantry's AsyncPreemption): it neither looks them up as pods nor writes
 // their status. A pending reservation reaches PostFilter only in profiles
@@ -87,11 +91,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	sh := eh.Extender().Shared(Name, func() any { return &shared{} }).(*shared)
+	sh := sharedKey.Get(eh.Extender(), func() *shared { return &shared{} })
 	var setupErr error
 	sh.once.Do(func() {
 		sh.args = args
 		sh.store = newStore(klog.FromContext(ctx).WithName(Name))
+		eh.Extender().SetReservationNominator(sh.store)
 		setupErr = sh.watch(eh)
 	})
 	if setupErr != nil {
@@ -188,7 +193,7 @@ func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
 	sh.preempting.Store(&preempting)
 	orig := sched.FailureHandler
 	sched.FailureHandler = func(ctx context.Context, f framework.Framework, podInfo *framework.QueuedPodInfo, status *fwk.Status, nominating *fwk.NominatingInfo, start time.Time) {
-		if !isReservePod(podInfo.Pod) {
+		if !reservepod.Is(podInfo.Pod) {
 			orig(ctx, f, podInfo, status, nominating, start)
 			return
 		}

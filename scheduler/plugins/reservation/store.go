@@ -18,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // podCache is the part of the scheduler's cache the store drives.
@@ -165,7 +166,7 @@ func (s *store) upsert(r *schedv1alpha1.Reservation) {
 		e.owners = owners
 	}
 	e.r = r
-	e.pod = reservePod(r)
+	e.pod = reservepod.New(r)
 	s.reconcile(e)
 	s.notify(r.Name)
 }
@@ -222,7 +223,7 @@ func (s *store) reconcile(e *entry) {
 	}
 	switch {
 	case live:
-		e.live = cachedReservePod(e.pod, e.r.Status.NodeName, s.remaining(e))
+		e.live = reservepod.Cached(e.pod, e.r.Status.NodeName, s.remaining(e))
 		s.cachePut(e.live)
 	case phase == schedv1alpha1.ReservationPending:
 		// While pending, the scheduler owns the reserve pod in its cache (it

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
 // recordingQueue is the part of the scheduling queue the store drives,
@@ -134,7 +135,7 @@ func TestAvailableReservationHoldsCapacityInCache(t *testing.T) {
 	if got := f.requestedCPU("n1"); got != 3000 {
 		t.Fatalf("requested CPU on n1 = %dm, want 3000m", got)
 	}
-	cached, err := f.cache.GetPod(reservePod(r))
+	cached, err := f.cache.GetPod(reservepod.New(r))
 	if err != nil {
 		t.Fatalf("reservation not in cache: %v", err)
 	}
@@ -277,7 +278,7 @@ func TestAssumedReservationIsConfirmed(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
 	r := makeReservation("r1", "2")
 	f.store.upsert(r)
-	assumed := reservePod(r)
+	assumed := reservepod.New(r)
 	assumed.Spec.NodeName = "n1"
 	if err := f.cache.AssumePod(klog.Background(), assumed); err != nil {
 		t.Fatal(err)
