@@ -1,16 +1,25 @@
 package provisioning
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
@@ -114,8 +123,8 @@ type bookingState struct {
 }
 
 // BookingPods sums a booking's Reservations up in pods: how many they
-// book, and how many of those pods have come.
-func BookingPods(rs []schedv1alpha1.Reservation) (booked, came int) {
+// book, and how many of those the request's pods have consumed.
+func BookingPods(rs []schedv1alpha1.Reservation) (booked, consumed int) {
 	s := summarizeBookings(rs)
 	return s.total, s.consumed
 }
@@ -169,4 +178,261 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 		}
 	}
 	return ports
+}
+
+// simulateAndBook places the request's pods on the cluster and books the
+// placement. When they do not fit, a check-capacity request has found no
+// capacity, an atomic one starts a scale-up, and one whose scale-up nodes
+// are all Ready has lost them (the attempt is rolled back).
+func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcile.Result, error) {
+	sim, err := r.placeAndBook(ctx, rq)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if u := sim.unschedulable; u != nil {
+		switch {
+		case scaleUpInFlight(rq.pr):
+			return r.abortScaleUp(ctx, rq, "the attempt's nodes are Ready but the pods no longer fit: "+u.Error())
+		case sim.scaleUp != nil:
+			return r.startScaleUp(ctx, rq, u, sim.scaleUp)
+		}
+		return r.notFound(ctx, rq, u.Error())
+	}
+	pr := rq.pr
+	msg := fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", countPods(rq.sets), sim.nodes)
+	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(rq.sets), "nodes", sim.nodes)
+	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonBooking, msg)
+	setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, msg)
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
+}
+
+// simulation is what placeAndBook came to: either a booking created on
+// nodes, or pods that do not fit the cluster as it is (unschedulable),
+// with, for an atomic class, the scale-up planned for them.
+type simulation struct {
+	// nodes is how many nodes the booking created is on.
+	nodes         int
+	unschedulable *simulator.Unschedulable
+	// scaleUp is set for an atomic class whose pods do not fit and whose
+	// request has no scale-up in flight.
+	scaleUp *scaleUpPlanning
+}
+
+// placeAndBook holds bookMu from the snapshot to a booking the cache
+// shows: two requests must not book the same room. It simulates the
+// request's pods on the cluster and creates their booking; when they do not
+// fit and the class is atomic, it plans the scale-up on the same snapshot.
+// Everything else, creating nodes included, runs after it returns, on
+// several workers.
+func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	r.bookMu.Lock()
+	defer r.bookMu.Unlock()
+	pr, class, sets := rq.pr, rq.class, rq.sets
+	cluster, err := r.cluster(ctx, pr)
+	if err != nil {
+		return simulation{}, err
+	}
+	placement, err := r.Simulator.Place(ctx, cluster, sets)
+	var unschedulable *simulator.Unschedulable
+	if errors.As(err, &unschedulable) {
+		sim := simulation{unschedulable: unschedulable}
+		if !scaleUpInFlight(pr) && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
+			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster)
+		}
+		return sim, nil
+	}
+	if err != nil {
+		return simulation{}, fmt.Errorf("simulating: %w", err)
+	}
+	nodes := map[string]bool{}
+	var todo []*schedv1alpha1.Reservation
+	for si, s := range sets {
+		if len(hostPorts(s.Pod)) > 0 {
+			for i, node := range placement[s.Name] {
+				nodes[node] = true
+				todo = append(todo, bookingFor(pr, si, i, s.Pod, node, 1, class))
+			}
+			continue
+		}
+		// One Reservation per node for the set's pods there, in the order
+		// the simulation used the nodes.
+		var order []string
+		count := map[string]int{}
+		for _, node := range placement[s.Name] {
+			if count[node] == 0 {
+				order = append(order, node)
+			}
+			count[node]++
+			nodes[node] = true
+		}
+		for i, node := range order {
+			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, count[node], class))
+		}
+	}
+	// The next request's simulation must count these before the cache
+	// shows them, or it would book the same room.
+	r.assume(todo)
+	if err := r.createAll(ctx, todo); err != nil {
+		return simulation{}, err
+	}
+	return simulation{nodes: len(nodes)}, nil
+}
+
+// createConcurrency bounds the Reservation creates in flight for a booking.
+const createConcurrency = 8
+
+// createAll creates the booking's Reservations, several at a time; one
+// that exists already (an attempt resumed) is fine.
+func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservation) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(createConcurrency)
+	for _, b := range rs {
+		g.Go(func() error {
+			if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("booking %s: %w", b.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// confirmBooking looks at the Reservations of the current attempt: all
+// placed → Provisioned; any lost or left unplaced past PlacementTimeout →
+// the attempt failed (the room was taken since the simulation): released
+// and retried.
+func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings []schedv1alpha1.Reservation) (reconcile.Result, error) {
+	pr, class := rq.pr, rq.class
+	st := summarizeBookings(bookings)
+	r.trackBookings(pr.UID, st.available+st.pending)
+	want := countPods(rq.sets)
+	if st.available+st.consumed == want && len(st.failed) == 0 {
+		until := oldest(bookings).Add(class.BookingDuration)
+		reason, how := provv1.ReasonCapacityIsFound, "found"
+		if attempt := pr.Annotations[AnnotationScaleUpAttempt]; attempt != "" {
+			reason, how = provv1.ReasonCapacityIsProvisioned, "provisioned by scale-up attempt "+attempt+" and"
+		}
+		msg := fmt.Sprintf("capacity for %d pods %s booked on %d nodes until %s", want, how, len(st.nodes), until.UTC().Format(time.RFC3339))
+		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionTrue, reason, msg)
+		if err := r.writeStatus(ctx, pr); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.Recorder.Event(pr, v1.EventTypeNormal, reason, msg)
+		observeResult(class, resultProvisioned)
+		timeToProvisioned.WithLabelValues(class.Name).Observe(r.Clock.Since(pr.CreationTimestamp.Time).Seconds())
+		return reconcile.Result{}, nil
+	}
+	waited := r.Clock.Since(oldest(bookings))
+	if len(st.failed) == 0 && st.total < want && st.total+r.assumedNotCached(pr.UID, bookings) >= want {
+		// This process created the rest a moment ago; the cache shows
+		// them soon (their events wake the request).
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
+	if len(st.failed) == 0 && st.total == want && waited < r.PlacementTimeout {
+		return reconcile.Result{RequeueAfter: r.PlacementTimeout - waited}, nil
+	}
+	why := fmt.Sprintf("%d of %d booked pods were not placed within %s", st.pending, want, r.PlacementTimeout)
+	if st.unschedulable != "" {
+		why += ": " + st.unschedulable
+	}
+	switch {
+	case len(st.failed) > 0:
+		why = fmt.Sprintf("booking lost before it was confirmed (%v)", st.failed)
+	case st.total < want:
+		// The provisioner stopped while creating them: the placement they
+		// followed may be stale now.
+		why = fmt.Sprintf("booking interrupted with room for %d of %d pods created", st.total, want)
+	}
+	if err := r.release(ctx, pr, why); err != nil {
+		return reconcile.Result{}, err
+	}
+	return r.abortScaleUp(ctx, rq, why)
+}
+
+func oldest(rs []schedv1alpha1.Reservation) time.Time {
+	t := rs[0].CreationTimestamp.Time
+	for _, r := range rs[1:] {
+		if r.CreationTimestamp.Time.Before(t) {
+			t = r.CreationTimestamp.Time
+		}
+	}
+	return t
+}
+
+// assumeFor is how long a booking just made stands in the simulation
+// before the cache shows it; after that the cache is the truth.
+const assumeFor = time.Minute
+
+// assume records Reservations being created, for the simulations that run
+// before the cache shows them.
+func (r *Reconciler) assume(rs []*schedv1alpha1.Reservation) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	if r.assumed == nil {
+		r.assumed = map[string]assumedReservation{}
+	}
+	now := r.Clock.Now()
+	for _, res := range rs {
+		r.assumed[res.Name] = assumedReservation{res: res, at: now}
+	}
+}
+
+type assumedReservation struct {
+	res *schedv1alpha1.Reservation
+	at  time.Time
+}
+
+// unassume forgets Reservations deleted before the cache showed them.
+func (r *Reconciler) unassume(names ...string) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	for _, n := range names {
+		delete(r.assumed, n)
+	}
+}
+
+// assumedNotCached counts the pods booked by the request's Reservations
+// this process created that cached does not show yet.
+func (r *Reconciler) assumedNotCached(uid types.UID, cached []schedv1alpha1.Reservation) int {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	seen := make(map[string]bool, len(cached))
+	for i := range cached {
+		seen[cached[i].Name] = true
+	}
+	now := r.Clock.Now()
+	n := 0
+	for name, a := range r.assumed {
+		if !seen[name] && a.res.Labels[LabelRequestUID] == string(uid) && now.Sub(a.at) <= assumeFor {
+			n += BookedPods(a.res)
+		}
+	}
+	return n
+}
+
+// withAssumed returns cached plus the assumed Reservations the cache does
+// not show yet, and forgets those it shows or that are too old.
+func (r *Reconciler) withAssumed(cached []schedv1alpha1.Reservation) []schedv1alpha1.Reservation {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	if len(r.assumed) == 0 {
+		return cached
+	}
+	seen := make(map[string]bool, len(cached))
+	for i := range cached {
+		seen[cached[i].Name] = true
+	}
+	now := r.Clock.Now()
+	out := append([]schedv1alpha1.Reservation(nil), cached...)
+	for name, a := range r.assumed {
+		if seen[name] || now.Sub(a.at) > assumeFor {
+			delete(r.assumed, name)
+			continue
+		}
+		out = append(out, *a.res)
+	}
+	return out
 }

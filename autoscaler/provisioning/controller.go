@@ -1,6 +1,3 @@
-// Package provisioning is gantry-provisioner's ProvisioningRequest
-// controller. This file holds the reconciler; the check-capacity handler is
-// in checkcapacity.go.
 package provisioning
 
 import (

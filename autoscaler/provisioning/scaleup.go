@@ -231,25 +231,45 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 	return plan, nil
 }
 
-// startScaleUp plans and starts an atomic scale-up for a request existing
-// capacity cannot hold. It is called holding bookMu, released by unlock
-// once the plan is made (creating nodes takes a while).
-func (r *Reconciler) startScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters, deadline time.Time,
-	c simulator.Cluster, sets []simulator.PodSet, existing *simulator.Unschedulable, unlock func()) (reconcile.Result, error) {
-	groups, err := r.groupsOf(class)
+// scaleUpPlanning is the scale-up planned for a request existing capacity
+// cannot hold, made under bookMu on the snapshot the pods did not fit.
+type scaleUpPlanning struct {
+	groups []nodegroups.NodeGroup
+	// noGroups is why the class has no node group to use; then nothing
+	// was planned.
+	noGroups error
+	plan     scaleUpPlan
+	// err is planScaleUp's error.
+	err error
+}
+
+// planScaleUpFor plans a scale-up for the request's pods on snapshot c. It
+// is called holding bookMu, like the simulation that found no room.
+func (r *Reconciler) planScaleUpFor(ctx context.Context, rq *request, c simulator.Cluster) *scaleUpPlanning {
+	groups, err := r.groupsOf(rq.class)
 	if err != nil {
-		unlock()
-		return r.notFound(ctx, pr, class, params, deadline, fmt.Sprintf("%s; cannot scale up: %v", existing.Error(), err))
+		return &scaleUpPlanning{noGroups: err}
 	}
-	plan, err := r.planScaleUp(ctx, c, sets, groups)
-	unlock()
+	plan, err := r.planScaleUp(ctx, c, rq.sets, groups)
+	return &scaleUpPlanning{groups: groups, plan: plan, err: err}
+}
+
+// startScaleUp starts the atomic scale-up planned for a request existing
+// capacity cannot hold (existing says why). It runs without bookMu:
+// creating nodes takes a while.
+func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *simulator.Unschedulable, p *scaleUpPlanning) (reconcile.Result, error) {
+	pr, class := rq.pr, rq.class
+	if p.noGroups != nil {
+		return r.notFound(ctx, rq, fmt.Sprintf("%s; cannot scale up: %v", existing.Error(), p.noGroups))
+	}
+	groups, plan, err := p.groups, p.plan, p.err
 	var nf *noGroupFits
 	var ex *groupsExhausted
 	switch {
 	case errors.As(err, &nf):
-		return r.fail(ctx, pr, class, ReasonNoNodeGroupFits, nf.Error())
+		return r.fail(ctx, rq, ReasonNoNodeGroupFits, nf.Error())
 	case errors.As(err, &ex):
-		return r.notFound(ctx, pr, class, params, deadline, ex.Error())
+		return r.notFound(ctx, rq, ex.Error())
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("planning a scale-up: %w", err)
 	case plan.total() == 0:
@@ -283,12 +303,12 @@ func (r *Reconciler) startScaleUp(ctx context.Context, pr *provv1.ProvisioningRe
 		}
 		nodesCreated.WithLabelValues(id).Add(float64(created))
 		if err != nil {
-			return r.abortScaleUp(ctx, pr, class, params, deadline, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
+			return r.abortScaleUp(ctx, rq, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
 		}
 		logger.V(2).Info("Scaling up", "nodeGroup", id, "nodes", len(names), "attempt", attempt)
 	}
 	msg := fmt.Sprintf("adding %d nodes (%s) for %d pods that existing capacity cannot hold; attempt %s, waiting up to %s for them to be Ready",
-		plan.total(), plan, countPods(sets), attempt, class.ProvisioningTimeout)
+		plan.total(), plan, countPods(rq.sets), attempt, class.ProvisioningTimeout)
 	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonScalingUp, msg)
 	setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonScalingUp, msg)
 	if err := r.writeStatus(ctx, pr); err != nil {
@@ -306,13 +326,13 @@ func scaleUpInFlight(pr *provv1.ProvisioningRequest) bool {
 
 // followScaleUp waits for the nodes of the request's attempt: all Ready →
 // simulate and book them; past the provisioning timeout → roll back.
-func (r *Reconciler) followScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
-	deadline time.Time, sets []simulator.PodSet) (reconcile.Result, error) {
+func (r *Reconciler) followScaleUp(ctx context.Context, rq *request) (reconcile.Result, error) {
+	pr, class := rq.pr, rq.class
 	attempt := pr.Annotations[AnnotationScaleUpAttempt]
 	plan, err := parsePlan(pr.Annotations[AnnotationScaleUpPlan])
 	started, terr := time.Parse(time.RFC3339Nano, pr.Annotations[AnnotationScaleUpStarted])
 	if err != nil || terr != nil {
-		return r.abortScaleUp(ctx, pr, class, params, deadline, "the scale-up attempt's annotations were changed and cannot be read")
+		return r.abortScaleUp(ctx, rq, "the scale-up attempt's annotations were changed and cannot be read")
 	}
 	if err := r.refresh(ctx); err != nil {
 		return reconcile.Result{}, err
@@ -329,11 +349,11 @@ func (r *Reconciler) followScaleUp(ctx context.Context, pr *provv1.ProvisioningR
 	}
 	want := plan.total()
 	if ready >= want {
-		return r.simulateAndBook(ctx, pr, class, params, deadline, sets)
+		return r.simulateAndBook(ctx, rq)
 	}
 	waited := r.Clock.Since(started)
 	if waited >= class.ProvisioningTimeout {
-		return r.abortScaleUp(ctx, pr, class, params, deadline,
+		return r.abortScaleUp(ctx, rq,
 			fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout))
 	}
 	return reconcile.Result{RequeueAfter: min(readinessPoll, class.ProvisioningTimeout-waited)}, nil
@@ -351,12 +371,11 @@ func (r *Reconciler) refresh(ctx context.Context) error {
 
 // abortScaleUp rolls the request's attempt back (every node it created)
 // and records the failed attempt: retried after a backoff, or Failed.
-func (r *Reconciler) abortScaleUp(ctx context.Context, pr *provv1.ProvisioningRequest, class Class, params Parameters,
-	deadline time.Time, why string) (reconcile.Result, error) {
-	if err := r.rollBackAttempt(ctx, pr, why); err != nil {
+func (r *Reconciler) abortScaleUp(ctx context.Context, rq *request, why string) (reconcile.Result, error) {
+	if err := r.rollBackAttempt(ctx, rq.pr, why); err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.notFound(ctx, pr, class, params, deadline, why)
+	return r.notFound(ctx, rq, why)
 }
 
 // rollBackAttempt deletes every node of the request's attempt through the

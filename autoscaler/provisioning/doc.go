@@ -1,0 +1,45 @@
+// Package provisioning is gantry-provisioner's ProvisioningRequest
+// controller: it serves requests (autoscaling.x-k8s.io/v1) of check-capacity
+// and atomic scale-up classes. It simulates their pods with the cluster
+// scheduler's filters, adds nodes through a node-group provider when an
+// atomic class needs them, and books the room found with Reservations.
+//
+// # Files
+//
+//   - controller.go: the Reconciler, its watches, and what every step
+//     shares: release, status and annotation writes, failed attempts.
+//   - lifecycle.go: a request's way through its states (serve): accepted,
+//     quota checked, simulated and booked or scaled up, confirmed, then its
+//     booking watched until it ends; notFound and fail, where an attempt or
+//     the request ends. Every step takes the request value (request).
+//   - snapshot.go: the cluster a simulation starts from, and the request's
+//     pod sets as pods.
+//   - booking.go: what a booking is, simulating and booking under bookMu,
+//     confirming a booking, and the Reservations assumed until the cache
+//     shows them.
+//   - scaleup.go: atomic scale-up: planning, attempts, rollback.
+//   - scaledown.go: removing the nodes the provisioner added once unneeded.
+//   - class.go, quota.go, metrics.go: classes and parameters, the
+//     ResourceQuota check, metrics.
+//
+// # Glossary
+//
+//   - Room, or capacity: node resources and host ports free for a pod.
+//   - Booking: the set of a request's Reservations (labelled
+//     LabelRequestUID), one per node and pod set, each holding room for
+//     some of the request's pods on one node.
+//   - Booked pods: how many pods a Reservation holds room for
+//     (AnnotationBookedPods, read by BookedPods).
+//   - Consumed: a booked pod is consumed once one of the request's pods, an
+//     owner of the Reservation by the consume annotation, is placed in it
+//     (the Reservation's status.currentOwners). Comments say such a pod
+//     has "come".
+//   - Attempt: one try at finding capacity for a request, a simulation and
+//     its booking, plus for atomic classes a scale-up whose ID
+//     (AnnotationScaleUpAttempt) labels the nodes it adds. A failed attempt
+//     is counted (AnnotationAttempts) and retried after a backoff until the
+//     request's validity ends.
+//   - In flight: a scale-up attempt whose nodes are not booked yet.
+//   - Assumed: Reservations this process created that its cache does not
+//     show yet; simulations count them.
+package provisioning

@@ -1,0 +1,192 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// request is one ProvisioningRequest being served, with what serve has
+// read about it: every step of its lifecycle takes it.
+type request struct {
+	pr    *provv1.ProvisioningRequest
+	class Class
+	// params are the request's parameters over the class's defaults; zero
+	// when they could not be read (the request then fails).
+	params Parameters
+	// deadline is the end of the request's validity window.
+	deadline time.Time
+	// sets are the request's pod sets as pods; nil until they are read.
+	sets []simulator.PodSet
+}
+
+// serve moves a request of a served class along: accept it, check quota,
+// simulate, scale up (atomic classes), book, confirm, and then watch the
+// booking until it ends.
+func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, class Class) (reconcile.Result, error) {
+	now := r.Clock.Now()
+	rq := &request{pr: pr, class: class}
+	params, err := parameters(pr, class)
+	if err != nil {
+		return r.fail(ctx, rq, ReasonInvalidParameter, err.Error())
+	}
+	rq.params = params
+	rq.deadline = pr.CreationTimestamp.Add(params.ValidUntil)
+	if meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) {
+		return r.watchBooking(ctx, rq)
+	}
+
+	sets, missing, err := r.podSets(ctx, pr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if missing != "" {
+		if now.After(rq.deadline) {
+			return r.fail(ctx, rq, ReasonPodTemplateNotFound,
+				fmt.Sprintf("PodTemplate %s/%s did not appear within the request's validity (%s)", pr.Namespace, missing, params.ValidUntil))
+		}
+		msg := fmt.Sprintf("PodTemplate %s/%s not found; waiting for it until %s", pr.Namespace, missing, rq.deadline.UTC().Format(time.RFC3339))
+		if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionFalse, ReasonPodTemplateNotFound, msg) {
+			r.Recorder.Event(pr, v1.EventTypeWarning, ReasonPodTemplateNotFound, msg)
+			if err := r.writeStatus(ctx, pr); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: min(class.BackoffInitial, rq.deadline.Sub(now)+time.Second)}, nil
+	}
+	rq.sets = sets
+	for _, s := range sets {
+		if len(s.Pod.Spec.ResourceClaims) > 0 {
+			return r.fail(ctx, rq, ReasonUnsupportedPods,
+				fmt.Sprintf("pod set %s uses resource claims, which the provisioner does not simulate", s.Name))
+		}
+	}
+	if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
+		fmt.Sprintf("served by gantry-provisioner: class %s, handler %s", class.Name, class.Handler)) {
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonAccepted, "Checking capacity for %d pods (class %s)", countPods(sets), class.Name)
+		if err := r.writeStatus(ctx, pr); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	// An attempt in progress: its booking is being placed by the scheduler.
+	bookings, err := r.bookings(ctx, pr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(bookings) > 0 {
+		return r.confirmBooking(ctx, rq, bookings)
+	}
+	if scaleUpInFlight(pr) {
+		return r.followScaleUp(ctx, rq)
+	}
+
+	// A new attempt only once the backoff of the last failed one is over
+	// (the validity window's end is decided then too).
+	if wait := nextAttempt(pr).Sub(now); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+
+	var quotas v1.ResourceQuotaList
+	if err := r.Client.List(ctx, &quotas, client.InNamespace(pr.Namespace)); err != nil {
+		return reconcile.Result{}, err
+	}
+	if len(quotas.Items) > 0 {
+		qs := make([]*v1.ResourceQuota, len(quotas.Items))
+		for i := range quotas.Items {
+			qs[i] = &quotas.Items[i]
+		}
+		if err := checkQuota(qs, expand(sets)); err != nil {
+			return r.fail(ctx, rq, ReasonQuotaExceeded, err.Error())
+		}
+	}
+	return r.simulateAndBook(ctx, rq)
+}
+
+// notFound records an attempt that found no capacity: Failed with
+// noRetry or after the validity window, else retried after a backoff.
+func (r *Reconciler) notFound(ctx context.Context, rq *request, why string) (reconcile.Result, error) {
+	pr := rq.pr
+	now := r.Clock.Now()
+	if rq.params.NoRetry {
+		return r.fail(ctx, rq, provv1.ReasonCapacityIsNotFound, why)
+	}
+	if !now.Before(rq.deadline) {
+		return r.fail(ctx, rq, ReasonValidityExpired,
+			fmt.Sprintf("no capacity within the request's validity (%s): %s", rq.params.ValidUntil, why))
+	}
+	retry, err := r.recordFailedAttempt(ctx, pr, rq.class, rq.deadline)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	msg := fmt.Sprintf("%s; attempt %d, retrying in %s", why, attempts(pr), retry.Round(time.Second))
+	if setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, provv1.ReasonCapacityIsNotFound, msg) {
+		r.Recorder.Event(pr, v1.EventTypeNormal, provv1.ReasonCapacityIsNotFound, msg)
+	}
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{RequeueAfter: retry}, nil
+}
+
+// fail makes the request Failed, for good, and releases its booking.
+func (r *Reconciler) fail(ctx context.Context, rq *request, reason, msg string) (reconcile.Result, error) {
+	pr := rq.pr
+	if scaleUpInFlight(pr) {
+		// A failed request leaves no partial scale-up behind.
+		if err := r.rollBackAttempt(ctx, pr, msg); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	setCondition(pr, provv1.ConditionFailed, metav1.ConditionTrue, reason, msg)
+	if meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionProvisioned) == nil {
+		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, reason, msg)
+	}
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Recorder.Event(pr, v1.EventTypeWarning, reason, msg)
+	observeResult(rq.class, resultFailed)
+	return reconcile.Result{}, r.release(ctx, pr, "the request failed")
+}
+
+// watchBooking follows a Provisioned request's booking: it ends when its
+// pods consume it, when it expires (BookingExpired) or when booked capacity
+// goes away (CapacityRevoked).
+func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.Result, error) {
+	pr := rq.pr
+	bookings, err := r.bookings(ctx, pr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	st := summarizeBookings(bookings)
+	r.trackBookings(pr.UID, st.available+st.pending)
+	typ, reason, msg := "", "", ""
+	switch {
+	case st.failed[schedv1alpha1.ReasonNodeDeleted]+st.failed[schedv1alpha1.ReasonPreempted] > 0:
+		typ, reason = provv1.ConditionCapacityRevoked, ReasonCapacityRevoked
+		msg = fmt.Sprintf("booked capacity went away before the request's pods used it: %d reservations lost their node, %d were preempted",
+			st.failed[schedv1alpha1.ReasonNodeDeleted], st.failed[schedv1alpha1.ReasonPreempted])
+	case st.failed[schedv1alpha1.ReasonExpired] > 0:
+		typ, reason = provv1.ConditionBookingExpired, ReasonBookingExpired
+		msg = fmt.Sprintf("the booking expired after %s with %d of %d booked pods not started", rq.class.BookingDuration, st.total-st.consumed, st.total)
+	default:
+		return reconcile.Result{}, nil
+	}
+	setCondition(pr, typ, metav1.ConditionTrue, reason, msg)
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Recorder.Event(pr, v1.EventTypeWarning, reason, msg)
+	return reconcile.Result{}, r.release(ctx, pr, msg)
+}

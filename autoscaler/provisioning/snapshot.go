@@ -1,0 +1,126 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	quota "k8s.io/apiserver/pkg/quota/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// podSets are the request's pod sets as pods; missing names a PodTemplate
+// that does not exist.
+func (r *Reconciler) podSets(ctx context.Context, pr *provv1.ProvisioningRequest) ([]simulator.PodSet, string, error) {
+	out := make([]simulator.PodSet, 0, len(pr.Spec.PodSets))
+	for i, ps := range pr.Spec.PodSets {
+		var t v1.PodTemplate
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: ps.PodTemplateRef.Name}, &t)
+		if apierrors.IsNotFound(err) {
+			return nil, ps.PodTemplateRef.Name, nil
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		pod := &v1.Pod{ObjectMeta: *t.Template.ObjectMeta.DeepCopy(), Spec: *t.Template.Spec.DeepCopy()}
+		pod.Namespace = pr.Namespace
+		if pod.Annotations == nil {
+			pod.Annotations = map[string]string{}
+		}
+		pod.Annotations[provv1.AnnotationConsume] = pr.Name
+		out = append(out, simulator.PodSet{Name: fmt.Sprintf("%d-%s", i, ps.PodTemplateRef.Name), Pod: pod, Count: int(ps.Count)})
+	}
+	return out, "", nil
+}
+
+// cluster is the simulation's starting point for pr: nodes (but those of
+// other requests' scale-ups in flight), bound pods that hold capacity, and
+// every Reservation with a node, as a pod holding what its owners have not
+// taken.
+func (r *Reconciler) cluster(ctx context.Context, pr *provv1.ProvisioningRequest) (simulator.Cluster, error) {
+	var c simulator.Cluster
+	nodes, err := r.Nodes.List(labels.Everything())
+	if err != nil {
+		return c, err
+	}
+	others, err := r.inFlightAttempts(ctx, pr)
+	if err != nil {
+		return c, err
+	}
+	for _, n := range nodes {
+		if attempt, ok := n.Labels[nodegroups.LabelAttempt]; !ok || !others[attempt] {
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+	pods, err := r.Pods.List(labels.Everything())
+	if err != nil {
+		return c, err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+			c.Pods = append(c.Pods, p)
+		}
+	}
+	var rs schedv1alpha1.ReservationList
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
+		return c, err
+	}
+	all := r.withAssumed(rs.Items)
+	for i := range all {
+		if p := reservationPod(&all[i]); p != nil {
+			c.Pods = append(c.Pods, p)
+		}
+	}
+	return c, nil
+}
+
+// reservationPod is the pod standing for the capacity a Reservation holds,
+// or nil when it holds none.
+func reservationPod(res *schedv1alpha1.Reservation) *v1.Pod {
+	t := res.Spec.Template
+	var node string
+	requests := t.Requests
+	switch res.Status.Phase {
+	case schedv1alpha1.ReservationAvailable:
+		node = res.Status.NodeName
+		requests = quota.RemoveZeros(quota.SubtractWithNonNegativeResult(t.Requests, res.Status.Allocated))
+	case "", schedv1alpha1.ReservationPending:
+		node = t.NodeName // a booking being placed already names its node
+	}
+	if node == "" {
+		return nil
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: res.Name, UID: res.UID, Namespace: "reservations"},
+		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "reserved",
+			Resources: v1.ResourceRequirements{Requests: requests}, Ports: t.HostPorts}}},
+	}
+}
+
+func expand(sets []simulator.PodSet) []*v1.Pod {
+	var out []*v1.Pod
+	for _, s := range sets {
+		for range s.Count {
+			out = append(out, s.Pod)
+		}
+	}
+	return out
+}
+
+func countPods(sets []simulator.PodSet) int {
+	n := 0
+	for _, s := range sets {
+		n += s.Count
+	}
+	return n
+}
