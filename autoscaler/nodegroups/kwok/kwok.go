@@ -19,8 +19,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
-	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
+
+// KwokAnnotation on a Node hands it to the kwok controller, which makes it
+// Ready.
+const KwokAnnotation = "kwok.x-k8s.io/node"
 
 // Config is the provider's configuration file.
 type Config struct {
@@ -186,7 +189,7 @@ func (g *group) node(name, attempt string, managed bool) *v1.Node {
 	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
 	taints := append([]v1.Taint(nil), g.cfg.Taints...)
 	if managed {
-		annotations[nodes.KwokAnnotation] = "fake"
+		annotations[KwokAnnotation] = "fake"
 	} else {
 		taints = append(taints, v1.Taint{Key: nodegroups.TaintUninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule})
 	}

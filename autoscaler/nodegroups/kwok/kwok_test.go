@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
-	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 
 const good = `
@@ -95,7 +94,7 @@ func TestScaleUpAndDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Labels[nodegroups.LabelAttempt] != "a1" || n.Labels["pool"] != "general" || n.Annotations[nodes.KwokAnnotation] != "fake" ||
+	if n.Labels[nodegroups.LabelAttempt] != "a1" || n.Labels["pool"] != "general" || n.Annotations[KwokAnnotation] != "fake" ||
 		len(n.Spec.Taints) != 1 || n.Status.Allocatable.Cpu().String() != "4" {
 		t.Errorf("created node %+v", n)
 	}
@@ -135,7 +134,7 @@ func TestFailureInjection(t *testing.T) {
 	if len(n.Spec.Taints) == 0 || n.Spec.Taints[len(n.Spec.Taints)-1].Key != nodegroups.TaintUninitialized {
 		t.Errorf("a node injected never to be Ready has taints %v, want the uninitialized taint", n.Spec.Taints)
 	}
-	if _, managed := n.Annotations[nodes.KwokAnnotation]; managed {
+	if _, managed := n.Annotations[KwokAnnotation]; managed {
 		t.Error("the never-Ready node is handed to kwok")
 	}
 }

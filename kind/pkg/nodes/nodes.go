@@ -15,13 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 )
 
 const (
 	// ManagedLabel marks the nodes this package makes.
 	ManagedLabel = "gantry.dev/kwok-node"
-	// KwokAnnotation hands a node to the kwok controller.
-	KwokAnnotation = "kwok.x-k8s.io/node"
+	// KwokAnnotation hands a node to the kwok controller; the kwok
+	// node-group provider owns the name.
+	KwokAnnotation = kwok.KwokAnnotation
 	// Region is the region label value of every node.
 	Region = "gantry-region-1"
 	// NamePrefix starts every node name.
