@@ -3,6 +3,7 @@ package wrappers
 import (
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -106,5 +107,23 @@ func (r *ReservationWrapper) UID(uid string) *ReservationWrapper {
 func (r *ReservationWrapper) Available(node string) *ReservationWrapper {
 	r.Status.Phase = schedv1alpha1.ReservationAvailable
 	r.Status.NodeName = node
+	return r
+}
+
+// Generation sets metadata.generation (for tests without an API server).
+func (r *ReservationWrapper) Generation(g int64) *ReservationWrapper {
+	r.ObjectMeta.Generation = g
+	return r
+}
+
+// SchedulerName sets the profile that schedules the reservation.
+func (r *ReservationWrapper) SchedulerName(name string) *ReservationWrapper {
+	r.Spec.Template.SchedulerName = name
+	return r
+}
+
+// PreemptionPolicy sets the template's preemptionPolicy.
+func (r *ReservationWrapper) PreemptionPolicy(p v1.PreemptionPolicy) *ReservationWrapper {
+	r.Spec.Template.PreemptionPolicy = &p
 	return r
 }

@@ -2,7 +2,6 @@ package reservation
 
 import (
 	"context"
-	configv1 "github.com/gantry-dev/gantry/scheduler/apis/config/v1"
 	"testing"
 	"time"
 
@@ -18,25 +17,27 @@ import (
 	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
 	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	configv1 "github.com/gantry-dev/gantry/scheduler/apis/config/v1"
 )
 
 func TestStatusController(t *testing.T) {
 	now := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	created := metav1.NewTime(now.Add(-time.Hour))
-	ttl := func(d time.Duration) resvOpt {
-		return func(r *schedv1alpha1.Reservation) {
-			r.CreationTimestamp = created
-			r.Spec.TTL = &metav1.Duration{Duration: d}
-		}
+	// expiring is a pending reservation, created an hour ago, with ttl d.
+	expiring := func(d time.Duration) *schedv1alpha1.Reservation {
+		w := makeReservation("r", "2").TTL(d)
+		w.CreationTimestamp = created
+		return w.Obj()
 	}
-	terminal := func(phase schedv1alpha1.ReservationPhase, since time.Duration) resvOpt {
-		return func(r *schedv1alpha1.Reservation) {
-			r.Status.Phase = phase
-			r.Status.Conditions = []metav1.Condition{{Type: schedv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-				Reason: schedv1alpha1.ReasonExpired, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
-		}
+	// terminal is a reservation that has been in phase for since.
+	terminal := func(phase schedv1alpha1.ReservationPhase, since time.Duration) *schedv1alpha1.Reservation {
+		r := makeReservation("r", "2").Obj()
+		r.Status.Phase = phase
+		r.Status.Conditions = []metav1.Condition{{Type: schedv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: schedv1alpha1.ReasonExpired, LastTransitionTime: metav1.NewTime(now.Add(-since))}}
+		return r
 	}
-	owner := allocated(ownerPod("p", "5"), makeReservation("r", "2"), "n1")
+	owner := allocated(ownerPod("p", "5"), makeReservation("r", "2").Obj(), "n1")
 	owner.UID = "pod-p"
 
 	tests := map[string]struct {
@@ -51,35 +52,35 @@ func TestStatusController(t *testing.T) {
 		wantAgain   time.Duration
 	}{
 		"pending past its ttl expires": {
-			r: makeReservation("r", "2", ttl(30*time.Minute)), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonExpired,
+			r: expiring(30 * time.Minute), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonExpired,
 			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"pending before its ttl waits for it": {
-			r: makeReservation("r", "2", ttl(90*time.Minute)), wantPhase: schedv1alpha1.ReservationPending, wantReason: "Pending",
+			r: expiring(90 * time.Minute), wantPhase: schedv1alpha1.ReservationPending, wantReason: "Pending",
 			wantAgain: 30 * time.Minute,
 		},
 		"unschedulable pending says why": {
-			r: makeReservation("r", "2"), unsched: "0/1 nodes are available: 1 Insufficient cpu.",
+			r: makeReservation("r", "2").Obj(), unsched: "0/1 nodes are available: 1 Insufficient cpu.",
 			wantPhase: schedv1alpha1.ReservationPending, wantReason: schedv1alpha1.ReasonUnschedulable,
 		},
 		"available on a deleted node fails": {
-			r: makeReservation("r", "2", available("gone")), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonNodeDeleted,
+			r: makeReservation("r", "2").Available("gone").Obj(), wantPhase: schedv1alpha1.ReservationFailed, wantReason: schedv1alpha1.ReasonNodeDeleted,
 			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"allocate once with a bound owner succeeds": {
-			r: makeReservation("r", "2", available("n1")), pods: []*v1.Pod{owner},
+			r: makeReservation("r", "2").Available("n1").Obj(), pods: []*v1.Pod{owner},
 			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
 			wantAgain: configv1.DefaultTerminalReservationTTL,
 		},
 		"shared with a bound owner stays available": {
-			r: makeReservation("r", "2", available("n1"), notOnce), pods: []*v1.Pod{owner},
+			r: makeReservation("r", "2").Available("n1").AllocateOnce(false).Obj(), pods: []*v1.Pod{owner},
 			wantPhase: schedv1alpha1.ReservationAvailable, wantOwners: 1, wantCPU: "2",
 		},
 		"terminal past the gc delay is deleted": {
-			r: makeReservation("r", "2", terminal(schedv1alpha1.ReservationFailed, 11*time.Minute)), wantDeleted: true,
+			r: terminal(schedv1alpha1.ReservationFailed, 11*time.Minute), wantDeleted: true,
 		},
 		"terminal before the gc delay is kept": {
-			r:         makeReservation("r", "2", terminal(schedv1alpha1.ReservationSucceeded, 4*time.Minute)),
+			r:         terminal(schedv1alpha1.ReservationSucceeded, 4*time.Minute),
 			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonExpired, wantAgain: 6 * time.Minute,
 		},
 	}

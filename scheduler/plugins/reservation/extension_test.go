@@ -27,8 +27,8 @@ func (f *fixture) nodeInfo(name string) fwk.NodeInfo {
 
 func TestFilterHookGivesOwnersACopyWithTheirReservation(t *testing.T) {
 	f := newFixture(t, node("n1", "4"), node("n2", "4"))
-	f.store.upsert(makeReservation("big", "3", available("n1")))
-	f.store.upsert(makeReservation("small", "1", available("n1")))
+	f.store.upsert(makeReservation("big", "3").Available("n1").Obj())
+	f.store.upsert(makeReservation("small", "1").Available("n1").Obj())
 	pl := &Plugin{store: f.store}
 	ctx := context.Background()
 
@@ -78,13 +78,13 @@ func TestFilterHookGivesOwnersACopyWithTheirReservation(t *testing.T) {
 
 func TestNonOwnersAndReservationsSkip(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "3", available("n1"))
+	r := makeReservation("r1", "3").Available("n1").Obj()
 	f.store.upsert(r)
 	pl := &Plugin{store: f.store}
 	ctx := context.Background()
 	for name, p := range map[string]*v1.Pod{
 		"non-owner":   ownerPod("x", "1").DeepCopy(),
-		"reservation": reservepod.New(makeReservation("r2", "1")),
+		"reservation": reservepod.New(makeReservation("r2", "1").Obj()),
 	} {
 		if name == "non-owner" {
 			p.Labels = nil
@@ -103,7 +103,7 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 			t.Errorf("%s: PreScore = %v, want Skip", name, st)
 		}
 	}
-	if _, st := pl.SignPod(ctx, reservepod.New(makeReservation("r3", "1"))); st.IsSuccess() {
+	if _, st := pl.SignPod(ctx, reservepod.New(makeReservation("r3", "1").Obj())); st.IsSuccess() {
 		t.Error("a reservation was signed for batching")
 	}
 	a, _ := pl.SignPod(ctx, ownerPod("a", "1"))
@@ -123,14 +123,7 @@ func TestNonOwnersAndReservationsSkip(t *testing.T) {
 
 func TestPreemptingReservationIsNominated(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	prio := func(v int32) resvOpt {
-		return func(r *schedv1alpha1.Reservation) { r.Spec.Template.Priority = &v }
-	}
-	never := func(r *schedv1alpha1.Reservation) {
-		p := v1.PreemptNever
-		r.Spec.Template.PreemptionPolicy = &p
-	}
-	big := makeReservation("big", "2", prio(100))
+	big := makeReservation("big", "2").Priority(100).Obj()
 	f.store.upsert(big)
 	sh := &shared{store: f.store}
 	preempting := sets.New(v1.DefaultSchedulerName)
@@ -138,7 +131,7 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 	pl := &Plugin{store: f.store, shared: sh}
 	ctx := context.Background()
 
-	for name, r := range map[string]*schedv1alpha1.Reservation{"default policy": big, "Never": makeReservation("calm", "1", prio(100), never)} {
+	for name, r := range map[string]*schedv1alpha1.Reservation{"default policy": big, "Never": makeReservation("calm", "1").Priority(100).PreemptionPolicy(v1.PreemptNever).Obj()} {
 		state := framework.NewCycleState()
 		pl.PreFilter(ctx, state, reservepod.New(r), nil)
 		if got, want := state.ShouldSkipAllPostFilterPlugins(), name == "Never"; got != want {
@@ -183,7 +176,7 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 		t.Errorf("after Reserve, the nomination still holds %dm", got)
 	}
 	// An Available (or deleted) reservation cannot be nominated.
-	f.store.upsert(makeReservation("big", "2", prio(100), available("n1")))
+	f.store.upsert(makeReservation("big", "2").Priority(100).Available("n1").Obj())
 	f.store.nominate(big.UID, "n1")
 	if n := len(f.store.nominated); n != 0 {
 		t.Errorf("%d nominations of non-pending reservations", n)

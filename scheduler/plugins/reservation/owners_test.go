@@ -13,33 +13,33 @@ import (
 
 func TestOwnerIndexLookup(t *testing.T) {
 	rsGVK := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
-	byObject := &entry{r: makeReservation("obj", "1")}
+	byObject := &entry{r: makeReservation("obj", "1").Obj()}
 	byObject.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1"}}})
-	byUID := &entry{r: makeReservation("uid", "1")}
+	byUID := &entry{r: makeReservation("uid", "1").Obj()}
 	byUID.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1", UID: "other"}}})
-	byController := &entry{r: makeReservation("ctrl", "1")}
+	byController := &entry{r: makeReservation("ctrl", "1").Obj()}
 	byController.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Controller: &schedv1alpha1.OwnerReference{Namespace: "ns", Kind: "ReplicaSet", Name: "rs"}}})
-	bySelector := &entry{r: makeReservation("sel", "1")}
+	bySelector := &entry{r: makeReservation("sel", "1").Obj()}
 	bySelector.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{
 		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}},
 		Namespace:     "ns",
 	}})
 	// An object owner for another incarnation of p1 (UID), or a selector:
 	// found through the selector.
-	uidOrSel := &entry{r: makeReservation("uid-or-sel", "1")}
+	uidOrSel := &entry{r: makeReservation("uid-or-sel", "1").Obj()}
 	uidOrSel.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
 		{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1", UID: "other"}},
 		{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}, Namespace: "ns"},
 	})
 	// Two owners that both select p1: found once.
-	both := &entry{r: makeReservation("both", "1")}
+	both := &entry{r: makeReservation("both", "1").Obj()}
 	both.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
 		{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1"}},
 		{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "a"}}, Namespace: "ns"},
 	})
 
 	// The consumers of a ProvisioningRequest, under either annotation key.
-	byAnnotation := &entry{r: makeReservation("annot", "1")}
+	byAnnotation := &entry{r: makeReservation("annot", "1").Obj()}
 	byAnnotation.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
 		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume", Value: "req"}, Namespace: "ns"},
 		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume-old", Value: "req"}, Namespace: "ns"},

@@ -9,8 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
@@ -20,10 +18,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
-	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // recordingQueue is the part of the scheduling queue the store drives,
@@ -71,36 +69,12 @@ func node(name, cpu string) *v1.Node {
 	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
 }
 
-type resvOpt func(*schedv1alpha1.Reservation)
-
-func makeReservation(name, cpu string, opts ...resvOpt) *schedv1alpha1.Reservation {
-	r := &schedv1alpha1.Reservation{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: 1},
-		Spec: schedv1alpha1.ReservationSpec{
-			Template: schedv1alpha1.ReservationTemplate{
-				Requests:      v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)},
-				SchedulerName: v1.DefaultSchedulerName,
-			},
-			Owners: []schedv1alpha1.ReservationOwner{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "owner"}},
-				Namespace:     "ns",
-			}},
-		},
-	}
-	for _, o := range opts {
-		o(r)
-	}
-	return r
+// makeReservation is a pending reservation of cpu for the pods app=owner of
+// namespace ns, scheduled by the default profile.
+func makeReservation(name, cpu string) *wrappers.ReservationWrapper {
+	return wrappers.MakeReservation(name, string(v1.ResourceCPU), cpu).UID("uid-"+name).Generation(1).
+		SchedulerName(v1.DefaultSchedulerName).OwnerLabels("ns", map[string]string{"app": "owner"})
 }
-
-func available(node string) resvOpt {
-	return func(r *schedv1alpha1.Reservation) {
-		r.Status.Phase = schedv1alpha1.ReservationAvailable
-		r.Status.NodeName = node
-	}
-}
-
-func notOnce(r *schedv1alpha1.Reservation) { r.Spec.AllocateOnce = ptr.To(false) }
 
 // requestedCPU is the node's requested milli-CPU in the scheduler cache.
 func (f *fixture) requestedCPU(node string) int64 {
@@ -130,7 +104,7 @@ func allocated(p *v1.Pod, r *schedv1alpha1.Reservation, node string) *v1.Pod {
 
 func TestAvailableReservationHoldsCapacityInCache(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "3", available("n1"))
+	r := makeReservation("r1", "3").Available("n1").Obj()
 	f.store.upsert(r)
 	if got := f.requestedCPU("n1"); got != 3000 {
 		t.Fatalf("requested CPU on n1 = %dm, want 3000m", got)
@@ -157,19 +131,19 @@ func TestAvailableReservationHoldsCapacityInCache(t *testing.T) {
 
 func TestPendingReservationIsQueuedOnceAndDequeued(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "1")
+	r := makeReservation("r1", "1").Obj()
 	f.store.upsert(r)
 	f.store.upsert(r.DeepCopy()) // a status-only update
 	if diff := cmp.Diff([]string{"r1"}, f.queue.added); diff != "" {
 		t.Fatalf("queued (-want +got):\n%s", diff)
 	}
-	other := makeReservation("other", "1")
+	other := makeReservation("other", "1").Obj()
 	other.Spec.Template.SchedulerName = "no-such-profile"
 	f.store.upsert(other)
 	if len(f.queue.added) != 1 {
 		t.Errorf("a reservation of a profile without the plugin was queued: %v", f.queue.added)
 	}
-	f.store.upsert(makeReservation("r1", "1", available("n1")))
+	f.store.upsert(makeReservation("r1", "1").Available("n1").Obj())
 	if diff := cmp.Diff([]string{"r1"}, f.queue.deleted); diff != "" {
 		t.Errorf("dequeued once Available (-want +got):\n%s", diff)
 	}
@@ -177,7 +151,7 @@ func TestPendingReservationIsQueuedOnceAndDequeued(t *testing.T) {
 
 func TestClaimAndReleaseAllocateOnce(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "3", available("n1"))
+	r := makeReservation("r1", "3").Available("n1").Obj()
 	f.store.upsert(r)
 	p := ownerPod("p", "2")
 	cands := f.store.candidatesFor(p)
@@ -204,7 +178,7 @@ func TestClaimAndReleaseAllocateOnce(t *testing.T) {
 
 func TestSharedReservationShrinksByBoundOwners(t *testing.T) {
 	f := newFixture(t, node("n1", "8"))
-	r := makeReservation("r1", "4", available("n1"), notOnce)
+	r := makeReservation("r1", "4").Available("n1").AllocateOnce(false).Obj()
 	f.store.upsert(r)
 
 	p := ownerPod("p", "1")
@@ -233,7 +207,7 @@ func TestSharedReservationShrinksByBoundOwners(t *testing.T) {
 // A restarted scheduler sees pods and reservations in any order; the cache
 // must end up the same either way (no double counting, nothing lost).
 func TestRebuildIsOrderIndependent(t *testing.T) {
-	r := makeReservation("r1", "4", available("n1"), notOnce)
+	r := makeReservation("r1", "4").Available("n1").AllocateOnce(false).Obj()
 	p := allocated(ownerPod("p", "1"), r, "n1")
 	want := int64(3000)
 
@@ -257,7 +231,7 @@ func TestTerminalReservationReleasesCapacity(t *testing.T) {
 	for _, phase := range []schedv1alpha1.ReservationPhase{schedv1alpha1.ReservationSucceeded, schedv1alpha1.ReservationFailed} {
 		t.Run(string(phase), func(t *testing.T) {
 			f := newFixture(t, node("n1", "4"))
-			r := makeReservation("r1", "3", available("n1"))
+			r := makeReservation("r1", "3").Available("n1").Obj()
 			f.store.upsert(r)
 			done := r.DeepCopy()
 			done.Status.Phase = phase
@@ -276,14 +250,14 @@ func TestTerminalReservationReleasesCapacity(t *testing.T) {
 // informer's Available update must confirm it, not add it twice.
 func TestAssumedReservationIsConfirmed(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "2")
+	r := makeReservation("r1", "2").Obj()
 	f.store.upsert(r)
 	assumed := reservepod.New(r)
 	assumed.Spec.NodeName = "n1"
 	if err := f.cache.AssumePod(klog.Background(), assumed); err != nil {
 		t.Fatal(err)
 	}
-	f.store.upsert(makeReservation("r1", "2", available("n1")))
+	f.store.upsert(makeReservation("r1", "2").Available("n1").Obj())
 	if got := f.requestedCPU("n1"); got != 2000 {
 		t.Fatalf("requested = %dm, want 2000m", got)
 	}
@@ -304,7 +278,7 @@ func TestAssumedReservationIsConfirmed(t *testing.T) {
 
 func TestFailedRequeuesOnlyPending(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
-	r := makeReservation("r1", "8")
+	r := makeReservation("r1", "8").Obj()
 	f.store.upsert(r)
 	if _, ok := f.store.failed(r.UID, "0/1 nodes are available: 1 Insufficient cpu."); !ok {
 		t.Fatal("pending reservation not requeued")

@@ -1,8 +1,6 @@
 package reservation
 
 import (
-	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 	"sync"
@@ -13,33 +11,11 @@ import (
 	apiresource "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
-
-// podCache is the part of the scheduler's cache the store drives.
-type podCache interface {
-	AddPod(logger klog.Logger, pod *v1.Pod) error
-	UpdatePod(logger klog.Logger, oldPod, newPod *v1.Pod) error
-	RemovePod(logger klog.Logger, pod *v1.Pod) error
-	ForgetPod(logger klog.Logger, pod *v1.Pod) error
-	GetPod(pod *v1.Pod) (*v1.Pod, error)
-	IsAssumedPod(pod *v1.Pod) (bool, error)
-}
-
-// podQueue is the part of the scheduling queue the store drives.
-type podQueue interface {
-	Add(ctx context.Context, pod *v1.Pod)
-	Delete(pod *v1.Pod)
-	AddUnschedulableIfNotPresent(logger klog.Logger, pInfo *framework.QueuedPodInfo, podSchedulingCycle int64) error
-	SchedulingCycle() int64
-	Done(types.UID)
-	MoveAllToActiveOrBackoffQueue(logger klog.Logger, event fwk.ClusterEvent, oldObj, newObj interface{}, preCheck queue.PreEnqueueCheck)
-}
 
 // allocation is an owner pod placed in a reservation.
 type allocation struct {
@@ -83,6 +59,10 @@ func (e *entry) allocateOnce() bool {
 // puts pending reservations into the scheduling queue and Available ones,
 // less what their owners took, into the scheduler's cache, so that every
 // plugin, in-tree or not, counts reserved capacity as used.
+//
+// The ledger (this file) is what the store knows: entries, claims,
+// allocations, candidates and nominations. The mirror (mirror.go) drives the
+// scheduler's cache and queue from it; services.go is its REST view.
 type store struct {
 	mu      sync.RWMutex
 	logger  klog.Logger
@@ -119,18 +99,6 @@ func newStore(logger klog.Logger) *store {
 		nominated: map[types.UID]string{},
 		profiles:  sets.New[string](),
 		notify:    func(string) {},
-	}
-}
-
-// attach connects the store to the scheduler's cache and queue and replays
-// every known reservation into them.
-func (s *store) attach(cache podCache, queue podQueue, profiles sets.Set[string]) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cache, s.queue = cache, queue
-	s.profiles = profiles
-	for _, e := range s.entries {
-		s.reconcile(e)
 	}
 }
 
@@ -193,62 +161,6 @@ func (s *store) remove(r *schedv1alpha1.Reservation) {
 	delete(s.nominated, r.UID)
 }
 
-// reconcile makes the queue, the cache and the indexes agree with e.
-// Callers hold s.mu.
-func (s *store) reconcile(e *entry) {
-	phase := e.phase()
-	if phase != schedv1alpha1.ReservationPending {
-		delete(s.nominated, e.r.UID)
-	}
-	if s.queue != nil {
-		wantQueued := phase == schedv1alpha1.ReservationPending && s.profiles.Has(e.pod.Spec.SchedulerName)
-		switch {
-		case wantQueued && !e.queued:
-			s.queue.Add(klog.NewContext(context.Background(), s.logger), e.pod)
-			e.queued = true
-		case !wantQueued && e.queued:
-			s.queue.Delete(e.pod)
-			e.queued = false
-		}
-	}
-
-	live := phase == schedv1alpha1.ReservationAvailable && e.r.Status.NodeName != "" && !s.consumed(e)
-	if live && !e.indexed {
-		s.index(e)
-	} else if !live && e.indexed {
-		s.unindex(e)
-	}
-	if s.cache == nil {
-		return
-	}
-	switch {
-	case live:
-		e.live = reservepod.Cached(e.pod, e.r.Status.NodeName, s.remaining(e))
-		s.cachePut(e.live)
-	case phase == schedv1alpha1.ReservationPending:
-		// While pending, the scheduler owns the reserve pod in its cache (it
-		// assumes it when it picks a node, and forgets it if binding fails).
-	case phase == schedv1alpha1.ReservationAvailable && s.consumed(e) && isZero(s.remaining(e)):
-		// Consumed whole by its owner: the owner holds the capacity now,
-		// nothing came free for waiting pods.
-		s.uncacheQuietly(e.pod)
-	default:
-		s.uncache(e.pod)
-	}
-	if !live {
-		e.live = nil
-	}
-}
-
-func isZero(l v1.ResourceList) bool {
-	for _, q := range l {
-		if !q.IsZero() {
-			return false
-		}
-	}
-	return true
-}
-
 // consumed: an allocate-once reservation with an owner placed in it.
 func (s *store) consumed(e *entry) bool {
 	if !e.allocateOnce() {
@@ -300,146 +212,6 @@ func (s *store) unindex(e *entry) {
 	}
 	s.owners.remove(e)
 	e.indexed = false
-}
-
-// cachePut puts want into the scheduler's cache, or updates what is there.
-func (s *store) cachePut(want *v1.Pod) {
-	cur, err := s.cache.GetPod(want)
-	if err != nil { // not in the cache
-		if err := s.cache.AddPod(s.logger, want); err != nil {
-			s.logger.Error(err, "Adding reservation to the scheduler cache", "reservation", want.Name)
-		}
-		return
-	}
-	assumed, _ := s.cache.IsAssumedPod(want)
-	if cur.Spec.NodeName != want.Spec.NodeName {
-		// Never move a cached pod between nodes in place: the cache treats
-		// that as corruption.
-		s.uncache(cur)
-		if err := s.cache.AddPod(s.logger, want); err != nil {
-			s.logger.Error(err, "Adding reservation to the scheduler cache", "reservation", want.Name)
-		}
-		return
-	}
-	if assumed {
-		// The scheduler assumed it when it placed the reservation; adding
-		// confirms it, as the pod informer does for real pods.
-		if err := s.cache.AddPod(s.logger, want); err != nil {
-			s.logger.Error(err, "Confirming reservation in the scheduler cache", "reservation", want.Name)
-		}
-		return
-	}
-	if !equalRequests(cur, want) {
-		if err := s.cache.UpdatePod(s.logger, cur, want); err != nil {
-			s.logger.Error(err, "Updating reservation in the scheduler cache", "reservation", want.Name)
-			return
-		}
-		s.freed(cur)
-	}
-}
-
-// freed tells the scheduling queue that capacity held by p came free, as the
-// scheduler does when an assigned pod goes away: pods waiting for it retry
-// at once rather than at the next periodic flush.
-func (s *store) freed(p *v1.Pod) {
-	if s.queue != nil {
-		s.queue.MoveAllToActiveOrBackoffQueue(s.logger, framework.EventAssignedPodDelete, p, nil, nil)
-	}
-}
-
-func (s *store) uncache(p *v1.Pod) {
-	if cur := s.uncacheQuietly(p); cur != nil {
-		s.freed(cur)
-	}
-}
-
-// uncacheQuietly removes the reservation from the cache and returns what
-// the cache held, or nil.
-func (s *store) uncacheQuietly(p *v1.Pod) *v1.Pod {
-	if s.cache == nil {
-		return nil
-	}
-	cur, err := s.cache.GetPod(p)
-	if err != nil {
-		return nil
-	}
-	if assumed, _ := s.cache.IsAssumedPod(cur); assumed {
-		err = s.cache.ForgetPod(s.logger, cur)
-	} else {
-		err = s.cache.RemovePod(s.logger, cur)
-	}
-	if err != nil {
-		s.logger.Error(err, "Removing reservation from the scheduler cache", "reservation", p.Name)
-		return nil
-	}
-	return cur
-}
-
-func equalRequests(a, b *v1.Pod) bool {
-	ra, rb := a.Spec.Containers[0].Resources.Requests, b.Spec.Containers[0].Resources.Requests
-	if len(ra) != len(rb) {
-		return false
-	}
-	for k, q := range ra {
-		if o, ok := rb[k]; !ok || o.Cmp(q) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// observePod records a pod's allocation from its annotation: bound, live
-// pods count; anything else (unbound, finished, deleted) does not.
-func (s *store) observePod(p *v1.Pod, deleted bool) {
-	var resv types.UID
-	var alloc *schedv1alpha1.ReservationAllocation
-	if v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; ok && !deleted {
-		a := &schedv1alpha1.ReservationAllocation{}
-		if err := json.Unmarshal([]byte(v), a); err == nil && a.UID != "" {
-			alloc, resv = a, a.UID
-		}
-	}
-	counts := alloc != nil && p.Spec.NodeName != "" &&
-		p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev, ok := s.podToResv[p.UID]; ok && (!counts || prev != resv) {
-		delete(s.podToResv, p.UID)
-		if m := s.allocs[prev]; m != nil {
-			delete(m, p.UID)
-			if len(m) == 0 {
-				delete(s.allocs, prev)
-			}
-		}
-		s.touch(prev)
-	}
-	if !counts {
-		return
-	}
-	m := s.allocs[resv]
-	if m == nil {
-		m = map[types.UID]allocation{}
-		s.allocs[resv] = m
-	}
-	m[p.UID] = allocation{
-		pod:      types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
-		uid:      p.UID,
-		node:     p.Spec.NodeName,
-		requests: apiresource.PodRequests(p, apiresource.PodResourcesOptions{}),
-	}
-	s.podToResv[p.UID] = resv
-	if e := s.entries[resv]; e != nil {
-		delete(e.pending, p.UID) // the scheduler's in-cycle claim is now on record
-	}
-	s.touch(resv)
-}
-
-func (s *store) touch(resv types.UID) {
-	if e := s.entries[resv]; e != nil {
-		s.reconcile(e)
-		s.notify(e.r.Name)
-	}
 }
 
 // candidate is a reservation an owner pod may use, as seen at PreFilter.
@@ -586,6 +358,29 @@ func (s *store) nominatedFor(pod *v1.Pod) map[string][]*v1.Pod {
 	return out
 }
 
+// A pending reservation that preempts is nominated to the node its victims
+// leave, as a pod is. The scheduler's nominator cannot hold it (it looks
+// every nominee up among the Pods), so the plugin's store does, and
+// Gantry's AsyncPreemption reads and clears those nominations through
+// frameworkext.ReservationNominator, which the store implements.
+var _ frameworkext.ReservationNominator = &store{}
+
+// NominatedOn returns the pods of the pending reservations nominated to node.
+func (s *store) NominatedOn(node string) []*v1.Pod {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*v1.Pod
+	for uid, n := range s.nominated {
+		if e := s.entries[uid]; e != nil && n == node {
+			out = append(out, e.pod)
+		}
+	}
+	return out
+}
+
+// ClearNomination forgets the nomination of the pending reservation uid.
+func (s *store) ClearNomination(uid types.UID) { s.nominate(uid, "") }
+
 // unschedulableMessage is the last scheduling failure of a reservation.
 func (s *store) unschedulableMessage(uid types.UID) string {
 	s.mu.RLock()
@@ -607,48 +402,5 @@ func (s *store) boundOwners(uid types.UID, node string) []allocation {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pod.String() < out[j].pod.String() })
-	return out
-}
-
-// NodeReservation is a reservation on a node, as the REST service shows it.
-type NodeReservation struct {
-	Name         string                           `json:"name"`
-	UID          types.UID                        `json:"uid"`
-	Phase        schedv1alpha1.ReservationPhase   `json:"phase"`
-	AllocateOnce bool                             `json:"allocateOnce"`
-	Allocatable  v1.ResourceList                  `json:"allocatable"`
-	Remaining    v1.ResourceList                  `json:"remaining"`
-	Owners       []schedv1alpha1.ReservationOwner `json:"owners"`
-	Allocated    []string                         `json:"allocatedPods,omitempty"`
-	Pending      []string                         `json:"pendingPods,omitempty"`
-}
-
-func (s *store) onNode(node string) []NodeReservation {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := []NodeReservation{}
-	for _, e := range s.entries {
-		if e.r.Status.NodeName != node {
-			continue
-		}
-		nr := NodeReservation{
-			Name: e.r.Name, UID: e.r.UID, Phase: e.phase(), AllocateOnce: e.allocateOnce(),
-			Allocatable: e.r.Spec.Template.Requests, Owners: e.r.Spec.Owners,
-			Remaining: v1.ResourceList{},
-		}
-		if e.indexed {
-			nr.Remaining = s.remaining(e)
-		}
-		for _, a := range s.allocs[e.r.UID] {
-			nr.Allocated = append(nr.Allocated, a.pod.String())
-		}
-		for _, a := range e.pending {
-			nr.Pending = append(nr.Pending, a.pod.String())
-		}
-		sort.Strings(nr.Allocated)
-		sort.Strings(nr.Pending)
-		out = append(out, nr)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
