@@ -26,25 +26,6 @@ import (
 	"github.com/gantry-dev/gantry/admission/metrics"
 )
 
-// Options configure gantry-webhook.
-type Options struct {
-	// Port is the HTTPS port of the webhook server.
-	Port int
-	// BindAddress is the address it listens on ("" for all).
-	BindAddress string
-	// CertDir holds tls.crt and tls.key. When it has none, a self-signed CA
-	// and serving certificate for TLSSANs are written there, and the CA is
-	// injected into the named webhook configurations.
-	CertDir string
-	// TLSSANs are the host names and IPs of a self-signed certificate.
-	TLSSANs []string
-	// MutatingWebhookConfiguration and ValidatingWebhookConfiguration name
-	// the configurations a self-signed CA is injected into.
-	MutatingWebhookConfiguration, ValidatingWebhookConfiguration string
-	// MetricsAddress serves /metrics, /healthz and /readyz over HTTP ("" off).
-	MetricsAddress string
-}
-
 // Run serves the webhooks until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	logger := klog.FromContext(ctx)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -39,38 +38,6 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
-
-// Options configure the provisioner.
-type Options struct {
-	// SchedulerConfig is the KubeSchedulerConfiguration file of the
-	// cluster's scheduler; "" uses kube-scheduler's defaults.
-	SchedulerConfig string
-	// SchedulerName is the profile whose filters the simulation runs.
-	SchedulerName string
-	// LeaderElect, in LeaderElectionNamespace, with this identity prefix.
-	LeaderElect             bool
-	LeaderElectionNamespace string
-	MetricsAddress          string
-	HealthAddress           string
-	// PlacementTimeout: see provisioning.Reconciler.
-	PlacementTimeout time.Duration
-	// QPS and Burst of the client, when the rest config sets none.
-	QPS   float32
-	Burst int
-	// NodeGroupProvider names the provider atomic scale-ups add nodes
-	// through ("" none, "kwok", "clusterapi"), configured by
-	// NodeGroupConfig.
-	NodeGroupProvider string
-	NodeGroupConfig   string
-	// ScaleDownUnneededTime is how long a node the provisioner created
-	// must be empty and unbooked before it is removed (0: never);
-	// ScaleDownInterval is how often nodes are looked at.
-	ScaleDownUnneededTime time.Duration
-	ScaleDownInterval     time.Duration
-	// SkipNameValidation lets one process build the manager more than once
-	// (tests that restart the provisioner in-process).
-	SkipNameValidation bool
-}
 
 // Scheme holds every type the provisioner reads or writes.
 func Scheme() *runtime.Scheme {

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options configure the provisioner.
+type Options struct {
+	// SchedulerConfig is the KubeSchedulerConfiguration file of the
+	// cluster's scheduler; "" uses kube-scheduler's defaults.
+	SchedulerConfig string
+	// SchedulerName is the profile whose filters the simulation runs.
+	SchedulerName string
+	// LeaderElect, in LeaderElectionNamespace, with this identity prefix.
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	MetricsAddress          string
+	HealthAddress           string
+	// PlacementTimeout: see provisioning.Reconciler.
+	PlacementTimeout time.Duration
+	// QPS and Burst of the client, when the rest config sets none.
+	QPS   float32
+	Burst int
+	// NodeGroupProvider names the provider atomic scale-ups add nodes
+	// through ("" none, "kwok", "clusterapi"), configured by
+	// NodeGroupConfig.
+	NodeGroupProvider string
+	NodeGroupConfig   string
+	// ScaleDownUnneededTime is how long a node the provisioner created
+	// must be empty and unbooked before it is removed (0: never);
+	// ScaleDownInterval is how often nodes are looked at.
+	ScaleDownUnneededTime time.Duration
+	ScaleDownInterval     time.Duration
+	// SkipNameValidation lets one process build the manager more than once
+	// (tests that restart the provisioner in-process).
+	SkipNameValidation bool
+}
+
+// NewOptions are the provisioner's options with the defaults of its flags.
+func NewOptions() *Options {
+	return &Options{
+		SchedulerName:           "default-scheduler",
+		LeaderElect:             true,
+		LeaderElectionNamespace: "kube-system",
+		MetricsAddress:          ":8082",
+		HealthAddress:           ":8083",
+		QPS:                     100,
+		Burst:                   200,
+		PlacementTimeout:        30 * time.Second,
+		ScaleDownUnneededTime:   10 * time.Minute,
+		ScaleDownInterval:       10 * time.Second,
+	}
+}
+
+// AddFlags registers the provisioner's flags in fs, with o's values as
+// defaults.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SchedulerConfig, "scheduler-config", o.SchedulerConfig, "the cluster scheduler's KubeSchedulerConfiguration file, whose profile's filters the simulation runs (default: kube-scheduler's defaults)")
+	fs.StringVar(&o.SchedulerName, "scheduler-name", o.SchedulerName, "the profile of --scheduler-config to simulate")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas, one of them active")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election lease")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics (\"0\" off)")
+	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "address of /healthz and /readyz (\"0\" off)")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to kube-apiserver (bookings are one create per pod)")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to kube-apiserver")
+	fs.DurationVar(&o.PlacementTimeout, "booking-placement-timeout", o.PlacementTimeout, "how long a booking's reservations may stay unplaced before the attempt is retried")
+	fs.StringVar(&o.NodeGroupProvider, "node-group-provider", o.NodeGroupProvider, "where atomic scale-ups add nodes: kwok or clusterapi (empty: nowhere; atomic classes book existing capacity only)")
+	fs.StringVar(&o.NodeGroupConfig, "node-group-config", o.NodeGroupConfig, "the node-group provider's configuration file")
+	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
+	fs.DurationVar(&o.ScaleDownInterval, "scale-down-interval", o.ScaleDownInterval, "how often scale-down looks at the nodes")
+}

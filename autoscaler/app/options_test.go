@@ -1,0 +1,79 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
+)
+
+func TestOptionsDefaults(t *testing.T) {
+	want := &Options{
+		SchedulerName:           "default-scheduler",
+		LeaderElect:             true,
+		LeaderElectionNamespace: "kube-system",
+		MetricsAddress:          ":8082",
+		HealthAddress:           ":8083",
+		QPS:                     100,
+		Burst:                   200,
+		PlacementTimeout:        30 * time.Second,
+		ScaleDownUnneededTime:   10 * time.Minute,
+		ScaleDownInterval:       10 * time.Second,
+	}
+	o := NewOptions()
+	if diff := cmp.Diff(want, o); diff != "" {
+		t.Errorf("NewOptions (-want +got):\n%s", diff)
+	}
+	// Parsing no flags keeps the defaults.
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, o); diff != "" {
+		t.Errorf("after parsing no flags (-want +got):\n%s", diff)
+	}
+}
+
+func TestOptionsFlags(t *testing.T) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{
+		"--scheduler-config=/etc/sched.yaml",
+		"--scheduler-name=gantry",
+		"--leader-elect=false",
+		"--leader-election-namespace=gantry-system",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=:9000",
+		"--kube-api-qps=5.5",
+		"--kube-api-burst=7",
+		"--booking-placement-timeout=1m",
+		"--node-group-provider=kwok",
+		"--node-group-config=/etc/groups.yaml",
+		"--scale-down-unneeded-time=0s",
+		"--scale-down-interval=3s",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Options{
+		SchedulerConfig:         "/etc/sched.yaml",
+		SchedulerName:           "gantry",
+		LeaderElect:             false,
+		LeaderElectionNamespace: "gantry-system",
+		MetricsAddress:          "0",
+		HealthAddress:           ":9000",
+		QPS:                     5.5,
+		Burst:                   7,
+		PlacementTimeout:        time.Minute,
+		NodeGroupProvider:       "kwok",
+		NodeGroupConfig:         "/etc/groups.yaml",
+		ScaleDownUnneededTime:   0,
+		ScaleDownInterval:       3 * time.Second,
+	}
+	if diff := cmp.Diff(want, o); diff != "" {
+		t.Errorf("parsed options (-want +got):\n%s", diff)
+	}
+}
