@@ -17,4 +17,8 @@
 // The status controller (leader only) writes phase, conditions, owners and
 // allocation, expires reservations, fails those whose node is deleted, and
 // deletes terminal ones after terminalReservationTTL.
+//
+// One store serves every profile of a scheduler, so every profile that runs
+// the plugin must give it the same args (pluginConfig); a scheduler whose
+// profiles differ refuses to start and names both profiles.
 package reservation

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/cache"
@@ -56,9 +59,13 @@ var (
 
 // shared is what every instance of the plugin in a process shares.
 type shared struct {
-	once     sync.Once
-	store    *store
-	args     *gantryconfig.ReservationArgs
+	once  sync.Once
+	store *store
+	// args are the first instance's, and argsProfile its profile: one
+	// store and one status controller serve every profile, so every other
+	// instance must have the same args (sameArgs).
+	args        *gantryconfig.ReservationArgs
+	argsProfile string
 	attached *scheduler.Scheduler
 	attachMu sync.Mutex
 	// preempting: scheduler names whose profile's PostFilter is run only by
@@ -94,7 +101,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	sh := sharedKey.Get(eh.Extender(), func() *shared { return &shared{} })
 	var setupErr error
 	sh.once.Do(func() {
-		sh.args = args
+		sh.args, sh.argsProfile = args, h.ProfileName()
 		sh.store = newStore(klog.FromContext(ctx).WithName(Name))
 		eh.Extender().SetReservationNominator(sh.store)
 		setupErr = sh.watch(eh)
@@ -102,7 +109,26 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if setupErr != nil {
 		return nil, setupErr
 	}
+	if err := sh.sameArgs(h.ProfileName(), args); err != nil {
+		return nil, err
+	}
 	return &Plugin{handle: eh, store: sh.store, shared: sh}, nil
+}
+
+// sameArgs fails when profile gives the plugin other args than the first
+// profile did: they could not both apply, and the first would silently win.
+func (sh *shared) sameArgs(profile string, args *gantryconfig.ReservationArgs) error {
+	first, this := *sh.args, *args
+	first.TypeMeta, this.TypeMeta = metav1.TypeMeta{}, metav1.TypeMeta{}
+	if apiequality.Semantic.DeepEqual(first, this) {
+		return nil
+	}
+	show := func(a gantryconfig.ReservationArgs) string {
+		b, _ := json.Marshal(a)
+		return string(b)
+	}
+	return fmt.Errorf("profiles %q and %q give %s different args, %s and %s: every profile that runs the plugin needs the same pluginConfig, for one store serves them all",
+		sh.argsProfile, profile, Name, show(first), show(this))
 }
 
 // watch feeds the store from the reservation and pod informers.
