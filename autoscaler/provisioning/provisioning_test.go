@@ -16,6 +16,7 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 func TestClasses(t *testing.T) {
@@ -147,20 +148,19 @@ func TestBookingFor(t *testing.T) {
 }
 
 func TestSummarizeBookings(t *testing.T) {
-	r := func(phase schedv1alpha1.ReservationPhase, cond, reason string) schedv1alpha1.Reservation {
-		res := schedv1alpha1.Reservation{Status: schedv1alpha1.ReservationStatus{Phase: phase, NodeName: "n1"}}
+	r := func(phase schedv1alpha1.ReservationPhase, cond, reason string) *wrappers.ReservationWrapper {
+		res := wrappers.MakeReservation("").Phase(phase).StatusNodeName("n1")
 		if cond != "" {
-			status := metav1.ConditionFalse
-			res.Status.Conditions = []metav1.Condition{{Type: cond, Status: status, Reason: reason, Message: "0/2 nodes are available"}}
+			res.Condition(cond, metav1.ConditionFalse, reason, "0/2 nodes are available")
 		}
 		return res
 	}
 	s := summarizeBookings([]schedv1alpha1.Reservation{
-		r(schedv1alpha1.ReservationAvailable, "", ""),
-		r(schedv1alpha1.ReservationSucceeded, "", ""),
-		r(schedv1alpha1.ReservationFailed, schedv1alpha1.ConditionReady, schedv1alpha1.ReasonExpired),
-		r(schedv1alpha1.ReservationPending, schedv1alpha1.ConditionScheduled, schedv1alpha1.ReasonUnschedulable),
-		r("", "", ""),
+		*r(schedv1alpha1.ReservationAvailable, "", "").Obj(),
+		*r(schedv1alpha1.ReservationSucceeded, "", "").Obj(),
+		*r(schedv1alpha1.ReservationFailed, schedv1alpha1.ConditionReady, schedv1alpha1.ReasonExpired).Obj(),
+		*r(schedv1alpha1.ReservationPending, schedv1alpha1.ConditionScheduled, schedv1alpha1.ReasonUnschedulable).Obj(),
+		*r("", "", "").Obj(),
 	})
 	if s.total != 5 || s.available != 1 || s.consumed != 1 || s.failed[schedv1alpha1.ReasonExpired] != 1 ||
 		s.pending != 2 || s.unschedulable != "0/2 nodes are available" || len(s.nodes) != 1 {
@@ -173,11 +173,11 @@ func TestSummarizeBookings(t *testing.T) {
 		if reason != "" {
 			res = r(phase, schedv1alpha1.ConditionReady, reason)
 		}
-		res.Annotations = map[string]string{AnnotationBookedPods: strconv.Itoa(pods)}
+		res.Annotation(AnnotationBookedPods, strconv.Itoa(pods))
 		for range came {
-			res.Status.CurrentOwners = append(res.Status.CurrentOwners, v1.ObjectReference{Name: "p"})
+			res.CurrentOwner(v1.ObjectReference{Name: "p"})
 		}
-		return res
+		return *res.Obj()
 	}
 	s = summarizeBookings([]schedv1alpha1.Reservation{
 		shared(schedv1alpha1.ReservationAvailable, 4, 1, ""),
@@ -188,14 +188,12 @@ func TestSummarizeBookings(t *testing.T) {
 		t.Errorf("shared: %+v", s)
 	}
 	// A Reservation stands in the simulation for what it still holds.
-	avail := schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: "a"},
-		Spec:   schedv1alpha1.ReservationSpec{Template: schedv1alpha1.ReservationTemplate{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}}},
-		Status: schedv1alpha1.ReservationStatus{Phase: schedv1alpha1.ReservationAvailable, NodeName: "n2", Allocated: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}
-	if p := reservationPod(&avail); p == nil || p.Spec.NodeName != "n2" || p.Spec.Containers[0].Resources.Requests.Cpu().String() != "3" {
+	avail := wrappers.MakeReservation("a", "cpu", "4").Available("n2").Allocated("cpu", "1").Obj()
+	if p := reservationPod(avail); p == nil || p.Spec.NodeName != "n2" || p.Spec.Containers[0].Resources.Requests.Cpu().String() != "3" {
 		t.Errorf("available reservation as a pod: %+v", p)
 	}
 	avail.Status.Phase = schedv1alpha1.ReservationSucceeded
-	if p := reservationPod(&avail); p != nil {
+	if p := reservationPod(avail); p != nil {
 		t.Error("a consumed reservation still holds capacity in the simulation")
 	}
 }
@@ -206,7 +204,7 @@ func TestAssumedBookings(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	r := &Reconciler{Clock: clk}
 	mk := func(name string) *schedv1alpha1.Reservation {
-		return &schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		return wrappers.MakeReservation(name).Obj()
 	}
 	r.assume([]*schedv1alpha1.Reservation{mk("a"), mk("b"), mk("c")})
 	got := r.withAssumed([]schedv1alpha1.Reservation{*mk("a")})
@@ -229,7 +227,7 @@ func TestAssumedNotCached(t *testing.T) {
 	clk := testingclock.NewFakeClock(time.Now())
 	r := &Reconciler{Clock: clk}
 	mk := func(name, uid string) *schedv1alpha1.Reservation {
-		return &schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelRequestUID: uid}}}
+		return wrappers.MakeReservation(name).Label(LabelRequestUID, uid).Obj()
 	}
 	r.assume([]*schedv1alpha1.Reservation{mk("a", "u1"), mk("b", "u1"), mk("c", "u2")})
 	if n := r.assumedNotCached("u1", []schedv1alpha1.Reservation{*mk("a", "u1")}); n != 1 {

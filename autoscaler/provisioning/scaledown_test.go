@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // deletingGroup records the nodes it is asked to delete, and fails when
@@ -64,8 +65,7 @@ func TestScaleDown(t *testing.T) {
 		node("booked", true),                // holds a booking
 	}
 	busy := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: v1.PodSpec{NodeName: "busy"}}
-	booking := &schedv1alpha1.Reservation{ObjectMeta: metav1.ObjectMeta{Name: "r"},
-		Status: schedv1alpha1.ReservationStatus{Phase: schedv1alpha1.ReservationAvailable, NodeName: "booked"}}
+	booking := wrappers.MakeReservation("r").Available("booked").Obj()
 
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {

@@ -127,3 +127,45 @@ func (r *ReservationWrapper) PreemptionPolicy(p v1.PreemptionPolicy) *Reservatio
 	r.Spec.Template.PreemptionPolicy = &p
 	return r
 }
+
+// Annotation sets an annotation.
+func (r *ReservationWrapper) Annotation(k, v string) *ReservationWrapper {
+	if r.Annotations == nil {
+		r.Annotations = map[string]string{}
+	}
+	r.Annotations[k] = v
+	return r
+}
+
+// Phase sets status.phase (for tests without a scheduler).
+func (r *ReservationWrapper) Phase(p schedv1alpha1.ReservationPhase) *ReservationWrapper {
+	r.Status.Phase = p
+	return r
+}
+
+// StatusNodeName sets status.nodeName, the node the reservation was
+// placed on (for tests without a scheduler).
+func (r *ReservationWrapper) StatusNodeName(node string) *ReservationWrapper {
+	r.Status.NodeName = node
+	return r
+}
+
+// Condition adds a status condition.
+func (r *ReservationWrapper) Condition(typ string, status metav1.ConditionStatus, reason, message string) *ReservationWrapper {
+	r.Status.Conditions = append(r.Status.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: message})
+	return r
+}
+
+// Allocated sets status.allocated (name, quantity pairs): what the owner
+// pods placed in it take.
+func (r *ReservationWrapper) Allocated(requests ...string) *ReservationWrapper {
+	r.Status.Allocated = ResourceList(requests...)
+	return r
+}
+
+// CurrentOwner adds an owner pod placed in the reservation to
+// status.currentOwners.
+func (r *ReservationWrapper) CurrentOwner(ref v1.ObjectReference) *ReservationWrapper {
+	r.Status.CurrentOwners = append(r.Status.CurrentOwners, ref)
+	return r
+}
