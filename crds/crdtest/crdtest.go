@@ -3,41 +3,23 @@
 package crdtest
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
-	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	"github.com/gantry-dev/gantry/test/integration/framework"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 )
 
 // Start runs a control plane (etcd and kube-apiserver from _output/bin)
-// with every CRD of crds/manifests installed, and returns the generated
-// clientset and the control plane's REST config.
-func Start(t *testing.T) (versioned.Interface, *rest.Config) {
+// with every CRD of crds/manifests installed (framework.StartWithCRDs),
+// and returns the generated clientset and the control plane's REST config.
+func Start(t *testing.T) (gantryclient.Interface, *rest.Config) {
 	t.Helper()
-	cp := framework.Start(t)
-	root, err := cluster.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute)
-	if err != nil {
-		t.Fatalf("installing the CRDs: %v", err)
-	}
-	t.Logf("installed CRDs %s", strings.Join(names, ", "))
-	client, err := versioned.NewForConfig(cp.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client, cp.Config
+	cp := framework.StartWithCRDs(t)
+	return cp.Gantry, cp.Config
 }
 
 // CheckErr fails unless err is nil and want is "", or err is a 422 Invalid

@@ -7,7 +7,6 @@ package schedtest
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -33,11 +32,9 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
-	"github.com/gantry-dev/gantry/test/integration/framework"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/scheduler/app"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/test/integration/framework"
 )
 
 // GantryProfile is the plugins section of Gantry's profile, as the local
@@ -72,25 +69,18 @@ type Env struct {
 	Faults *Faults
 }
 
-// Setup starts etcd and kube-apiserver, installs the CRDs and a fault proxy.
+// Setup starts etcd and kube-apiserver with Gantry's CRDs
+// (framework.StartWithCRDs) and a fault proxy in front of them.
 func Setup(t testing.TB) *Env {
 	t.Helper()
-	cp := framework.Start(t)
-	root, err := cluster.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := crds.Install(context.Background(), cp.Config, filepath.Join(root, "crds", "manifests"), time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	cp := framework.StartWithCRDs(t)
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	gc, err := gantryclient.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{T: t, Dir: t.TempDir(), Config: cfg, Client: cp.Client, Gantry: gc, Faults: newFaults(t, cp.Config)}
-	return e
+	return &Env{T: t, Dir: cp.Dir(), Config: cfg, Client: cp.Client, Gantry: gc, Faults: newFaults(t, cp.Config)}
 }
 
 // CreateNodes creates n Ready, untainted nodes node-0..n-1 with cpu CPUs.
@@ -140,8 +130,10 @@ func (e *Env) StartSchedulerQPS(profile string, qps float32, burst int32) *Sched
 	e.T.Helper()
 	kubeconfig := filepath.Join(e.Dir, "scheduler.kubeconfig")
 	kc := clientcmdapi.NewConfig()
+	// No credentials: the proxy authenticates to kube-apiserver as the
+	// admin.
 	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: e.Faults.URL(), InsecureSkipTLSVerify: true}
-	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{Token: e.Config.BearerToken}
+	kc.AuthInfos["a"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "a"}
 	kc.CurrentContext = "c"
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
@@ -193,7 +185,8 @@ func (s *Scheduler) Stop() {
 }
 
 // Faults is a reverse proxy to kube-apiserver that can fail or delay
-// requests, and counts them.
+// requests, and counts them. It serves anyone on loopback as the cluster
+// admin.
 type Faults struct {
 	srv *httptest.Server
 
@@ -214,7 +207,11 @@ func newFaults(t testing.TB, target *rest.Config) *Faults {
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a test apiserver's self-signed certificate
+	// The proxy ends the client's TLS connection, so it presents the
+	// admin's client certificate to kube-apiserver itself.
+	if proxy.Transport, err = rest.TransportFor(target); err != nil {
+		t.Fatal(err)
+	}
 	f := &Faults{counts: map[string]int{}}
 	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()

@@ -7,23 +7,23 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/test/integration/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-func newPod(name string, gated bool, required []corev1.NodeSelectorTerm) *corev1.Pod {
-	p := MakePod(name, "").Toleration("gantry.dev/spot").RequiredTerms(required...)
+func newPod(name string, gated bool, required []v1.NodeSelectorTerm) *v1.Pod {
+	p := wrappers.MakePod(name, "").Toleration("gantry.dev/spot").RequiredTerms(required...)
 	if gated {
 		p.Gated("gantry.dev/queue")
 	}
 	return p.Obj()
 }
 
-func terms(ts ...corev1.NodeSelectorTerm) []corev1.NodeSelectorTerm { return ts }
+func terms(ts ...v1.NodeSelectorTerm) []v1.NodeSelectorTerm { return ts }
 
 func TestGatedPodUpdates(t *testing.T) {
 	cp := framework.Start(t)
@@ -31,44 +31,44 @@ func TestGatedPodUpdates(t *testing.T) {
 	ns := "default"
 	pods := cp.Client.CoreV1().Pods(ns)
 
-	broad := terms(Term(In("zone", "a", "b", "c")), Term(Req("rank", corev1.NodeSelectorOpGt, "5")))
+	broad := terms(wrappers.Term(wrappers.In("zone", "a", "b", "c")), wrappers.Term(wrappers.Req("rank", v1.NodeSelectorOpGt, "5")))
 	for _, tc := range []struct {
 		name    string
 		gated   bool
-		old     []corev1.NodeSelectorTerm
-		edit    func(p *corev1.Pod)
+		old     []v1.NodeSelectorTerm
+		edit    func(p *v1.Pod)
 		wantErr string // "" accepts
 	}{
 		{name: "narrow In and ungate", gated: true, old: broad,
-			edit: func(p *corev1.Pod) {
-				setTerms(p, terms(Term(In("zone", "a"))))
+			edit: func(p *v1.Pod) {
+				setTerms(p, terms(wrappers.Term(wrappers.In("zone", "a"))))
 				p.Spec.SchedulingGates = nil
 			}},
 		{name: "split and tighten Gt", gated: true, old: broad,
-			edit: func(p *corev1.Pod) {
-				setTerms(p, terms(Term(In("zone", "a"), In("type", "x")), Term(In("zone", "b")), Term(Req("rank", corev1.NodeSelectorOpGt, "9"))))
+			edit: func(p *v1.Pod) {
+				setTerms(p, terms(wrappers.Term(wrappers.In("zone", "a"), wrappers.In("type", "x")), wrappers.Term(wrappers.In("zone", "b")), wrappers.Term(wrappers.Req("rank", v1.NodeSelectorOpGt, "9"))))
 			}},
 		{name: "padded integer admitted by Gt", gated: true, old: broad,
-			edit: func(p *corev1.Pod) { setTerms(p, terms(Term(In("rank", "07")))) }},
+			edit: func(p *v1.Pod) { setTerms(p, terms(wrappers.Term(wrappers.In("rank", "07")))) }},
 		{name: "drop tolerations", gated: true, old: broad,
-			edit: func(p *corev1.Pod) { p.Spec.Tolerations = nil }},
+			edit: func(p *v1.Pod) { p.Spec.Tolerations = nil }},
 		{name: "widen In", gated: true, old: broad,
-			edit:    func(p *corev1.Pod) { setTerms(p, terms(Term(In("zone", "a", "d")))) },
+			edit:    func(p *v1.Pod) { setTerms(p, terms(wrappers.Term(wrappers.In("zone", "a", "d")))) },
 			wantErr: "term 0 admits no label rank, zone=d, which no previous term admits"},
 		{name: "loosen Gt", gated: true, old: broad,
-			edit:    func(p *corev1.Pod) { setTerms(p, terms(Term(Req("rank", corev1.NodeSelectorOpGt, "2")))) },
+			edit:    func(p *v1.Pod) { setTerms(p, terms(wrappers.Term(wrappers.Req("rank", v1.NodeSelectorOpGt, "2")))) },
 			wantErr: "term 0 admits rank=3"},
-		{name: "merge terms", gated: true, old: terms(Term(In("zone", "a")), Term(In("zone", "b"))),
-			edit:    func(p *corev1.Pod) { setTerms(p, terms(Term(In("zone", "a", "b")))) },
+		{name: "merge terms", gated: true, old: terms(wrappers.Term(wrappers.In("zone", "a")), wrappers.Term(wrappers.In("zone", "b"))),
+			edit:    func(p *v1.Pod) { setTerms(p, terms(wrappers.Term(wrappers.In("zone", "a", "b")))) },
 			wantErr: "not contained in any single previous term"},
 		{name: "remove required affinity", gated: true, old: broad,
-			edit:    func(p *corev1.Pod) { p.Spec.Affinity = nil },
+			edit:    func(p *v1.Pod) { p.Spec.Affinity = nil },
 			wantErr: "may not be removed while the pod has scheduling gates"},
 		{name: "non-gated: narrowing is upstream's immutable-field error", gated: false, old: broad,
-			edit:    func(p *corev1.Pod) { setTerms(p, terms(Term(In("zone", "a")))) },
+			edit:    func(p *v1.Pod) { setTerms(p, terms(wrappers.Term(wrappers.In("zone", "a")))) },
 			wantErr: "pod updates may not change fields"},
 		{name: "non-gated: dropping a toleration is upstream's error", gated: false, old: broad,
-			edit:    func(p *corev1.Pod) { p.Spec.Tolerations = nil },
+			edit:    func(p *v1.Pod) { p.Spec.Tolerations = nil },
 			wantErr: "existing toleration can not be modified"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,4 +104,4 @@ func TestGatedPodUpdates(t *testing.T) {
 	}
 }
 
-func setTerms(p *corev1.Pod, ts []corev1.NodeSelectorTerm) { SetRequiredTerms(p, ts...) }
+func setTerms(p *v1.Pod, ts []v1.NodeSelectorTerm) { wrappers.SetRequiredTerms(p, ts...) }

@@ -1,51 +1,42 @@
-// Package framework starts etcd and Gantry's kube-apiserver from the build
-// output as plain local processes, for integration tests: real API
-// semantics (validation, admission, storage) without a scheduler, nodes or a
-// cluster program. Each test gets its own processes, ports and data, removed
-// when it ends; their logs are printed when it fails.
 package framework
 
 import (
-	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // ControlPlane is a running etcd and kube-apiserver.
 type ControlPlane struct {
-	// Config authenticates as a cluster admin.
+	// Config authenticates as a cluster admin (a client certificate of
+	// group system:masters).
 	Config *rest.Config
 	Client kubernetes.Interface
+	// Gantry is the generated clientset; its resources are served only
+	// after StartWithCRDs (or InstallCRDs of Gantry's CRDs).
+	Gantry gantryclient.Interface
 	dir    string
 }
 
-const adminToken = "gantry-integration-admin"
+// logTailLines is how much of each process's log a failed test shows.
+const logTailLines = 30
 
-// Start runs etcd and kube-apiserver from <repo>/_output/bin (`make build`),
-// with extra kube-apiserver flags, and waits until the apiserver is ready.
+// Start runs etcd and kube-apiserver from <repo>/_output/bin (`make
+// build`), with extra kube-apiserver flags ("--name=value"), and waits until
+// the apiserver serves the default namespace. Both stop when the test ends;
+// their logs are shown if it failed.
 func Start(t testing.TB, apiserverArgs ...string) *ControlPlane {
 	t.Helper()
-	root, err := cluster.FindRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := Root(t)
 	bin := filepath.Join(root, "_output", "bin")
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
@@ -53,88 +44,109 @@ func Start(t testing.TB, apiserverArgs ...string) *ControlPlane {
 		}
 	}
 	cp := &ControlPlane{dir: t.TempDir()}
-	etcdClient, etcdPeer, securePort := freePort(t), freePort(t), freePort(t)
-	cp.run(t, filepath.Join(bin, "etcd"), "etcd",
-		"--name=integration", "--data-dir="+filepath.Join(cp.dir, "etcd"),
-		"--listen-client-urls="+localURL(etcdClient), "--advertise-client-urls="+localURL(etcdClient),
-		"--listen-peer-urls="+localURL(etcdPeer), "--initial-advertise-peer-urls="+localURL(etcdPeer),
-		"--initial-cluster=integration="+localURL(etcdPeer),
-		"--log-level=warn")
-
-	keyFile := filepath.Join(cp.dir, "sa.key")
-	writeServiceAccountKey(t, keyFile)
-	tokens := filepath.Join(cp.dir, "tokens.csv")
-	if err := os.WriteFile(tokens, []byte(adminToken+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+	etcdLog := cp.createLog(t, "etcd")
+	apiserverLog := cp.createLog(t, "kube-apiserver")
+	certDir := filepath.Join(cp.dir, "kube-apiserver")
+	if err := os.Mkdir(certDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{
-		"--etcd-servers=" + localURL(etcdClient),
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(securePort),
-		"--cert-dir=" + filepath.Join(cp.dir, "certs"),
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + keyFile, "--service-account-signing-key-file=" + keyFile,
-		"--token-auth-file=" + tokens, "--authorization-mode=RBAC",
-		"--service-cluster-ip-range=10.96.0.0/16",
-		// Without kube-controller-manager no namespace gets a default
-		// service account for this plugin to find.
-		"--disable-admission-plugins=ServiceAccount",
-	}, apiserverArgs...)
-	cp.run(t, filepath.Join(bin, "kube-apiserver"), "kube-apiserver", args...)
 
-	cp.Config = &rest.Config{
-		Host:            "https://127.0.0.1:" + strconv.Itoa(securePort),
-		BearerToken:     adminToken,
-		TLSClientConfig: rest.TLSClientConfig{Insecure: true}, // self-signed serving cert of a loopback test server
-		QPS:             100, Burst: 200,
+	env := &envtest.Environment{
+		// Paths are set explicitly: envtest would otherwise let
+		// KUBEBUILDER_ASSETS swap in a stock kube-apiserver without
+		// Gantry's patches.
+		ControlPlane: envtest.ControlPlane{
+			Etcd: &envtest.Etcd{Path: filepath.Join(bin, "etcd"), DataDir: filepath.Join(cp.dir, "etcd"),
+				Out: etcdLog, Err: etcdLog},
+			APIServer: &envtest.APIServer{Path: filepath.Join(bin, "kube-apiserver"), CertDir: certDir,
+				Out: apiserverLog, Err: apiserverLog},
+		},
+		ControlPlaneStartTimeout: util.StartupTimeout,
+		ControlPlaneStopTimeout:  util.StopTimeout,
 	}
-	cp.Client = kubernetes.NewForConfigOrDie(cp.Config)
-	err = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		body, err := cp.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
+	env.ControlPlane.Etcd.Configure().Set("log-level", "warn")
+	args := env.ControlPlane.GetAPIServer().Configure()
+	// The service CIDR local clusters use.
+	args.Set("service-cluster-ip-range", "10.96.0.0/16")
+	for _, a := range apiserverArgs {
+		if name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "="); ok {
+			args.Append(name, value) // after envtest's values, as on a command line
+		} else {
+			args.Enable(name)
+		}
+	}
+
+	if _, err := env.Start(); err != nil {
+		_ = env.Stop()
+		_ = etcdLog.Close()
+		_ = apiserverLog.Close()
+		t.Fatalf("starting etcd and kube-apiserver: %v\n%s", err, cp.logTails())
+	}
+	t.Cleanup(func() {
+		// The logs as they were when the test failed, before shutdown adds
+		// to them.
+		if t.Failed() {
+			t.Logf("the test failed; its control plane's logs end with:\n%s", cp.logTails())
+		}
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping etcd and kube-apiserver: %v", err)
+		}
+		_ = etcdLog.Close()
+		_ = apiserverLog.Close()
 	})
-	if err != nil {
-		t.Fatalf("kube-apiserver not ready within 90s:\n%s", cp.logTail("kube-apiserver", 30))
+
+	cp.Config = rest.CopyConfig(env.Config)
+	cp.Config.QPS, cp.Config.Burst = 100, 200
+	var err error
+	if cp.Client, err = kubernetes.NewForConfig(cp.Config); err != nil {
+		t.Fatal(err)
+	}
+	if cp.Gantry, err = gantryclient.NewForConfig(cp.Config); err != nil {
+		t.Fatal(err)
 	}
 	return cp
 }
 
-func localURL(port int) string { return "http://127.0.0.1:" + strconv.Itoa(port) }
+// Dir is the control plane's scratch directory (logs, data, certificates),
+// removed when the test ends.
+func (cp *ControlPlane) Dir() string { return cp.dir }
 
-// run starts a process that is stopped when the test ends; a process that
-// exits early fails the test with its log.
-func (cp *ControlPlane) run(t testing.TB, binary, name string, args ...string) {
+// Root is the repository checkout holding this test.
+func Root(t testing.TB) string {
 	t.Helper()
-	logFile, err := os.Create(filepath.Join(cp.dir, name+".log"))
+	root, err := findRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", name, err)
+	return root
+}
+
+func findRoot() (string, error) { return cluster.FindRoot() }
+
+func (cp *ControlPlane) createLog(t testing.TB, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(cp.dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		_ = logFile.Close()
-		if t.Failed() {
-			t.Logf("last lines of the %s log:\n%s", name, cp.logTail(name, 20))
-		}
-	})
+	return f
+}
+
+// logTails is the end of each process's log.
+func (cp *ControlPlane) logTails() string {
+	var b strings.Builder
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		b.WriteString("last lines of the " + name + " log:\n")
+		b.WriteString(cp.logTail(name, logTailLines))
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 func (cp *ControlPlane) logTail(name string, lines int) string {
 	data, err := os.ReadFile(filepath.Join(cp.dir, name+".log"))
 	if err != nil {
-		return err.Error()
+		return "    " + err.Error()
 	}
 	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(all) > lines {
@@ -142,31 +154,3 @@ func (cp *ControlPlane) logTail(name string, lines int) string {
 	}
 	return "    " + strings.Join(all, "\n    ")
 }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-func writeServiceAccountKey(t testing.TB, path string) {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Dir is the control plane's scratch directory (logs, data).
-func (cp *ControlPlane) Dir() string { return cp.dir }

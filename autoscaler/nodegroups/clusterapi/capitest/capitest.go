@@ -1,10 +1,10 @@
 // Package capitest stands in for Cluster API in tests of the Cluster API
 // node-group provider (package clusterapi): MachineController plays the
-// MachineSet controller and an infrastructure provider, CRDs and InstallCRDs
-// give a real kube-apiserver minimal MachineDeployment and Machine
-// resources, and NewFakeDynamicClient is a fake dynamic client that lists
-// them. The provider's unit tests (fake clients) and its integration test
-// (etcd and kube-apiserver from _output/bin) share it.
+// MachineSet controller and an infrastructure provider, CRDs gives a real
+// kube-apiserver minimal MachineDeployment and Machine resources, and
+// NewFakeDynamicClient is a fake dynamic client that lists them. The
+// provider's unit tests (fake clients) and its integration test (etcd and
+// kube-apiserver from _output/bin) share it.
 //
 // It spells the few Cluster API names it needs itself instead of importing
 // package clusterapi, whose in-package tests import this package: the test

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -12,13 +13,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi/capitest"
 	"github.com/gantry-dev/gantry/test/integration/framework"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 const namespace = "capi"
@@ -50,9 +51,7 @@ func TestProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	kube := cp.Client
-	if err := capitest.InstallCRDs(ctx, cp.Config); err != nil {
-		t.Fatal(err)
-	}
+	cp.InstallCRDs(t, capitest.CRDs()...)
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +82,7 @@ func TestProvider(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		ctl.Run(ctlCtx, 100*time.Millisecond, t.Logf)
+		ctl.Run(ctlCtx, util.Interval, t.Logf)
 	}()
 	t.Cleanup(func() { stopCtl(); <-stopped })
 
@@ -91,18 +90,15 @@ func TestProvider(t *testing.T) {
 	waitAttempt := func(g *clusterapi.Group, attempt string, machines, nodes int) clusterapi.AttemptStatus {
 		t.Helper()
 		var s clusterapi.AttemptStatus
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			s, err = g.Attempt(ctx, attempt)
-			if err != nil {
-				t.Logf("attempt %s: %v", attempt, err)
-				return false, nil
-			}
-			return len(s.Machines) == machines && len(s.Nodes) == nodes && s.Waiting == 0, nil
-		})
-		if err != nil {
-			t.Fatalf("attempt %s of group %s: %+v, want %d machines and %d nodes", attempt, g.ID(), s, machines, nodes)
-		}
+		util.Must(t).Poll(ctx, util.LongTimeout, fmt.Sprintf("attempt %s of group %s with %d machines and %d nodes", attempt, g.ID(), machines, nodes),
+			func(ctx context.Context) (bool, error) {
+				var err error
+				if s, err = g.Attempt(ctx, attempt); err != nil {
+					t.Logf("attempt %s: %v", attempt, err)
+					return false, err
+				}
+				return len(s.Machines) == machines && len(s.Nodes) == nodes && s.Waiting == 0, fmt.Errorf("%+v", s)
+			})
 		return s
 	}
 	machineNames := func(md string) []string {
@@ -120,14 +116,10 @@ func TestProvider(t *testing.T) {
 	}
 	waitMachines := func(md string, want []string) {
 		t.Helper()
-		var got []string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got = machineNames(md)
-			return slices.Equal(got, want), nil
+		util.Must(t).Poll(ctx, util.LongTimeout, fmt.Sprintf("machines of %s %v", md, want), func(ctx context.Context) (bool, error) {
+			got := machineNames(md)
+			return slices.Equal(got, want), fmt.Errorf("machines %v", got)
 		})
-		if err != nil {
-			t.Fatalf("machines of %s: %v, want %v", md, got, want)
-		}
 	}
 	targetSize := func(g *clusterapi.Group, want int) {
 		t.Helper()
@@ -145,10 +137,10 @@ func TestProvider(t *testing.T) {
 	t.Logf("IncreaseSize(3, a) returned nodes %v", names)
 	// As the provisioner waits: Refresh, then the nodes by their label.
 	var labelled []string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	util.Must(t).Poll(ctx, util.LongTimeout, "3 nodes labelled with attempt a", func(ctx context.Context) (bool, error) {
 		if err := p.Refresh(ctx); err != nil {
 			t.Logf("Refresh: %v", err)
-			return false, nil
+			return false, err
 		}
 		list, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodegroups.LabelAttempt + "=a"})
 		if err != nil {
@@ -159,11 +151,8 @@ func TestProvider(t *testing.T) {
 			labelled = append(labelled, n.Name)
 		}
 		slices.Sort(labelled)
-		return len(labelled) == 3, nil
+		return len(labelled) == 3, fmt.Errorf("nodes %v", labelled)
 	})
-	if err != nil {
-		t.Fatalf("nodes labelled with attempt a: %v (%v), want 3", labelled, err)
-	}
 	t.Logf("attempt a: nodes %v labelled after %v", labelled, time.Since(start).Round(time.Millisecond))
 	a := waitAttempt(workers, "a", 3, 3)
 	if !slices.Equal(a.Nodes, labelled) {

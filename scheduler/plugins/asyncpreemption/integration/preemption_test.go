@@ -12,62 +12,76 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics/legacyregistry"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
-	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-func pod(name, class string, cpu string) *v1.Pod {
-	p := st.MakePod().Namespace("default").Name(name).
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
-	p.Spec.PriorityClassName = class
+func pod(name, class, cpu string) *v1.Pod {
 	// No kubelet here: a deleted pod is gone at once only without a grace period.
-	p.Spec.TerminationGracePeriodSeconds = new(int64)
-	return p
+	return wrappers.MakePod(name, "default").Requests("cpu", cpu).PriorityClass(class).NoGrace().Obj()
 }
 
-func priorityClasses(t *testing.T, e *schedtest.Env) {
+func priorityClass(name string, value int32) *schedulingv1.PriorityClass {
+	return &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+}
+
+// env is one node of 4 CPUs full with four 1-CPU pods low-0..3 of
+// priority class low, and Gantry's scheduler.
+type env struct {
+	*schedtest.Env
+	t *testing.T
+}
+
+// setup creates priority classes low (1), high (100) and classes, the node
+// and the low pods, and waits until the low pods run.
+func setup(t *testing.T, classes ...*schedulingv1.PriorityClass) *env {
 	t.Helper()
-	for name, value := range map[string]int32{"low": 1, "high": 100} {
-		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+	e := &env{Env: schedtest.Setup(t), t: t}
+	e.CreateNodes(1, "4")
+	for _, pc := range append([]*schedulingv1.PriorityClass{priorityClass("low", 1), priorityClass("high", 100)}, classes...) {
 		if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	e.StartScheduler(schedtest.GantryProfile)
+	for i := range 4 {
+		e.create(pod(fmt.Sprintf("low-%d", i), "low", "1"))
+	}
+	for i := range 4 {
+		e.waitScheduled(fmt.Sprintf("low-%d", i), util.Timeout)
+	}
+	return e
 }
 
-func create(t *testing.T, e *schedtest.Env, p *v1.Pod) {
-	t.Helper()
+func (e *env) create(p *v1.Pod) {
+	e.t.Helper()
 	if _, err := e.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) bool) time.Duration {
-	t.Helper()
+// waitScheduled waits until the pod default/name is bound, and returns
+// how long that took.
+func (e *env) waitScheduled(name string, timeout time.Duration) time.Duration {
+	e.t.Helper()
 	start := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	}); err != nil {
-		t.Fatalf("%s: not within %v", what, timeout)
-	}
+	util.Must(e.t).WaitForPod(context.Background(), timeout, e.Client, "default", name, "scheduled", util.PodScheduled)
 	return time.Since(start)
 }
 
-func (h helpers) scheduled(name string) func(context.Context) bool {
-	return func(ctx context.Context) bool {
-		p, err := h.e.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-		return err == nil && p.Spec.NodeName != ""
+// lowDeletes is how many delete requests each low-i pod got.
+func (e *env) lowDeletes() map[int]int {
+	n := map[int]int{}
+	for i := range 4 {
+		n[i] = e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i))
 	}
+	return n
 }
-
-type helpers struct{ e *schedtest.Env }
 
 // counter reads a counter of the process's registry; labels select the
 // series (none: the only one).
@@ -103,46 +117,33 @@ func counter(t *testing.T, name string, labels ...string) float64 {
 // backoff (not left for the periodic flush), and once deletes work again it
 // is scheduled; no victim is deleted twice; the error shows in the metrics.
 func TestFailedDeletesClearNominationAndRetry(t *testing.T) {
-	e := schedtest.Setup(t)
-	e.CreateNodes(1, "4")
-	priorityClasses(t, e)
-	e.StartScheduler(schedtest.GantryProfile)
-	h := helpers{e}
-	for i := range 4 {
-		create(t, e, pod(fmt.Sprintf("low-%d", i), "low", "1"))
-	}
-	for i := range 4 {
-		waitFor(t, "low pods scheduled", 30*time.Second, h.scheduled(fmt.Sprintf("low-%d", i)))
-	}
+	e := setup(t)
+	ctx := context.Background()
 	errorsBefore := counter(t, "gantry_preemption_goroutine_executions_total", "result", "error")
 
 	e.Faults.Fail(http.MethodDelete, "/pods/low-", http.StatusInternalServerError)
-	create(t, e, pod("high", "high", "2"))
+	e.create(pod("high", "high", "2"))
 
 	// The failure clears status.nominatedNodeName (it was set when the
 	// preemption started).
-	waitFor(t, "preemption failure recorded", 30*time.Second, func(ctx context.Context) bool {
+	util.Must(t).Until(ctx, util.Timeout, "preemption failure recorded", func(context.Context) bool {
 		return counter(t, "gantry_preemption_goroutine_executions_total", "result", "error") > errorsBefore
 	})
-	waitFor(t, "nomination cleared", 10*time.Second, func(ctx context.Context) bool {
-		p, err := e.Client.CoreV1().Pods("default").Get(ctx, "high", metav1.GetOptions{})
-		return err == nil && p.Status.NominatedNodeName == "" && p.Spec.NodeName == ""
+	util.Must(t).WaitForPod(ctx, util.Timeout, e.Client, "default", "high", "neither nominated nor scheduled", func(p *v1.Pod) bool {
+		return p.Status.NominatedNodeName == "" && p.Spec.NodeName == ""
 	})
 
 	// Deletes work again: the retry (after a backoff of seconds, not the
 	// five-minute flush) preempts and the preemptor runs.
-	before := map[int]int{}
-	for i := range 4 {
-		before[i] = e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i))
-	}
+	before := e.lowDeletes()
 	e.Faults.Clear()
-	took := waitFor(t, "preemptor scheduled after deletes recovered", 60*time.Second, h.scheduled("high"))
+	took := e.waitScheduled("high", util.LongTimeout)
 	t.Logf("preemptor scheduled %v after deletes recovered", took.Round(100*time.Millisecond))
 
-	if left := h.lowLeft(t); left != 2 {
+	if left := e.lowLeft(); left != 2 {
 		t.Errorf("%d low-priority pods left, want 2 (2 CPU freed for the 2-CPU preemptor)", left)
 	}
-	h.expectDeletedAtMostOnce(t, before)
+	e.expectDeletedAtMostOnce(before)
 	if counter(t, "gantry_preemption_goroutine_executions_total", "result", "success") < 1 {
 		t.Error("no successful preemption in the metrics")
 	}
@@ -163,37 +164,20 @@ func TestSecondPreemptorWhileFirstInFlight(t *testing.T) {
 		"lower":  {"medium", "1", 1},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := schedtest.Setup(t)
-			e.CreateNodes(1, "4")
-			priorityClasses(t, e)
-			for name, value := range map[string]int32{"medium": 50, "higher": 200} {
-				pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
-				if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.StartScheduler(schedtest.GantryProfile)
-			h := helpers{e}
-			for i := range 4 {
-				create(t, e, pod(fmt.Sprintf("low-%d", i), "low", "1"))
-			}
-			for i := range 4 {
-				waitFor(t, "low pods scheduled", 30*time.Second, h.scheduled(fmt.Sprintf("low-%d", i)))
-			}
+			e := setup(t, priorityClass("medium", 50), priorityClass("higher", 200))
 			e.Faults.Delay(http.MethodDelete, "/pods/low-", 2*time.Second)
-			create(t, e, pod("first", "high", "2"))
-			waitFor(t, "first preemptor nominated", 10*time.Second, func(ctx context.Context) bool {
-				p, err := e.Client.CoreV1().Pods("default").Get(ctx, "first", metav1.GetOptions{})
-				return err == nil && p.Status.NominatedNodeName != ""
+			e.create(pod("first", "high", "2"))
+			util.Must(t).WaitForPod(context.Background(), util.Timeout, e.Client, "default", "first", "nominated", func(p *v1.Pod) bool {
+				return p.Status.NominatedNodeName != ""
 			})
-			create(t, e, pod("second", tc.class, tc.cpu))
+			e.create(pod("second", tc.class, tc.cpu))
 
-			waitFor(t, "first preemptor scheduled", 60*time.Second, h.scheduled("first"))
-			waitFor(t, "second preemptor scheduled", 60*time.Second, h.scheduled("second"))
-			if left := h.lowLeft(t); left != tc.wantLeft {
+			e.waitScheduled("first", util.LongTimeout)
+			e.waitScheduled("second", util.LongTimeout)
+			if left := e.lowLeft(); left != tc.wantLeft {
 				t.Errorf("%d low-priority pods left, want %d", left, tc.wantLeft)
 			}
-			h.expectDeletedAtMostOnce(t, nil)
+			e.expectDeletedAtMostOnce(nil)
 		})
 	}
 }
@@ -204,72 +188,47 @@ func TestSecondPreemptorWhileFirstInFlight(t *testing.T) {
 // the reservation, created meanwhile, must not take the room the victims
 // free: the reservation is nominated there.
 func TestPendingReservationPreempts(t *testing.T) {
-	e := schedtest.Setup(t)
-	e.CreateNodes(1, "4")
-	priorityClasses(t, e)
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "medium-never"}, Value: 50,
-		PreemptionPolicy: ptr.To(v1.PreemptNever)}
-	if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.StartScheduler(schedtest.GantryProfile)
-	h := helpers{e}
-	for i := range 4 {
-		create(t, e, pod(fmt.Sprintf("low-%d", i), "low", "1"))
-	}
-	for i := range 4 {
-		waitFor(t, "low pods scheduled", 30*time.Second, h.scheduled(fmt.Sprintf("low-%d", i)))
-	}
+	never := priorityClass("medium-never", 50)
+	never.PreemptionPolicy = ptr.To(v1.PreemptNever)
+	e := setup(t, never)
+	ctx := context.Background()
 	e.Faults.Delay(http.MethodDelete, "/pods/low-", 2*time.Second)
-	r := &schedv1alpha1.Reservation{
-		ObjectMeta: metav1.ObjectMeta{Name: "big"},
-		Spec: schedv1alpha1.ReservationSpec{
-			Template: schedv1alpha1.ReservationTemplate{
-				Requests:      v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
-				Priority:      ptr.To[int32](100),
-				SchedulerName: v1.DefaultSchedulerName,
-			},
-			Owners: []schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "default", Name: "someone"}}},
-		},
-	}
-	if _, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(context.Background(), r, metav1.CreateOptions{}); err != nil {
+	r := wrappers.MakeReservation("big", "cpu", "2").Priority(100).SchedulerName(v1.DefaultSchedulerName).OwnerPod("default", "someone").Obj()
+	if _, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(ctx, r, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "first victim delete sent", 10*time.Second, func(context.Context) bool {
-		for i := range 4 {
-			if e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)) > 0 {
+	util.Must(t).Until(ctx, util.Timeout, "first victim delete sent", func(context.Context) bool {
+		for _, n := range e.lowDeletes() {
+			if n > 0 {
 				return true
 			}
 		}
 		return false
 	})
-	create(t, e, pod("intruder", "medium-never", "1"))
+	e.create(pod("intruder", "medium-never", "1"))
 
-	waitFor(t, "reservation Available", 60*time.Second, func(ctx context.Context) bool {
-		got, err := e.Gantry.SchedulingV1alpha1().Reservations().Get(ctx, "big", metav1.GetOptions{})
-		return err == nil && got.Status.Phase == schedv1alpha1.ReservationAvailable && got.Status.NodeName != ""
-	})
+	util.Must(t).WaitForReservation(ctx, util.LongTimeout, e.Gantry, "big", "Available", util.ReservationAvailable)
 	// The intruder had every chance to land while the victims left.
-	time.Sleep(2 * time.Second)
-	in, err := e.Client.CoreV1().Pods("default").Get(context.Background(), "intruder", metav1.GetOptions{})
+	time.Sleep(util.ConsistentDuration)
+	in, err := e.Client.CoreV1().Pods("default").Get(ctx, "intruder", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in.Spec.NodeName != "" {
 		t.Errorf("the non-preempting intruder took room preempted for the reservation (node %s)", in.Spec.NodeName)
 	}
-	if left := h.lowLeft(t); left != 2 {
+	if left := e.lowLeft(); left != 2 {
 		t.Errorf("%d low-priority pods left, want 2 (2 CPU preempted for the reservation)", left)
 	}
-	h.expectDeletedAtMostOnce(t, nil)
+	e.expectDeletedAtMostOnce(nil)
 }
 
 // lowLeft is how many low-priority pods ("low-…") exist.
-func (h helpers) lowLeft(t *testing.T) int {
-	t.Helper()
-	pods, err := h.e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+func (e *env) lowLeft() int {
+	e.t.Helper()
+	pods, err := e.Client.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	left := 0
 	for _, p := range pods.Items {
@@ -282,11 +241,11 @@ func (h helpers) lowLeft(t *testing.T) int {
 
 // expectDeletedAtMostOnce checks that no low-i pod got more than one
 // delete request (beyond before[i], when given).
-func (h helpers) expectDeletedAtMostOnce(t *testing.T, before map[int]int) {
-	t.Helper()
-	for i := range 4 {
-		if n := h.e.Faults.Count(http.MethodDelete, fmt.Sprintf("/api/v1/namespaces/default/pods/low-%d", i)) - before[i]; n > 1 {
-			t.Errorf("low-%d deleted %d times, want at most once", i, n)
+func (e *env) expectDeletedAtMostOnce(before map[int]int) {
+	e.t.Helper()
+	for i, n := range e.lowDeletes() {
+		if n -= before[i]; n > 1 {
+			e.t.Errorf("low-%d deleted %d times, want at most once", i, n)
 		}
 	}
 }

@@ -5,58 +5,43 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	resourcehelper "k8s.io/component-helpers/resource"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
-	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
+// env is three nodes of 4 CPUs for Gantry's scheduler.
 type env struct {
 	*schedtest.Env
-	t      *testing.T
-	client kubernetes.Interface
-	gantry gantryclient.Interface
+	t *testing.T
 }
 
 func setup(t *testing.T) *env {
-	e := schedtest.Setup(t)
+	e := &env{Env: schedtest.Setup(t), t: t}
 	e.CreateNodes(3, "4")
-	return &env{Env: e, t: t, client: e.Client, gantry: e.Gantry}
+	return e
 }
 
-type runningScheduler = schedtest.Scheduler
+func (e *env) startScheduler() *schedtest.Scheduler { return e.StartScheduler(schedtest.GantryProfile) }
 
-func (e *env) startScheduler() *runningScheduler { return e.StartScheduler(schedtest.GantryProfile) }
-
-func (e *env) reservation(name, cpu string, allocateOnce bool) *schedv1alpha1.Reservation {
-	return &schedv1alpha1.Reservation{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: schedv1alpha1.ReservationSpec{
-			Template: schedv1alpha1.ReservationTemplate{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}},
-			Owners: []schedv1alpha1.ReservationOwner{{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "owner"}},
-				Namespace:     "default",
-			}},
-			AllocateOnce: &allocateOnce,
-		},
-	}
+// reservation is for app=owner pods of namespace default.
+func reservation(name, cpu string, allocateOnce bool) *schedv1alpha1.Reservation {
+	return wrappers.MakeReservation(name, "cpu", cpu).
+		OwnerLabels("default", map[string]string{"app": "owner"}).AllocateOnce(allocateOnce).Obj()
 }
 
 func ownerPod(name, cpu string) *v1.Pod {
-	return st.MakePod().Namespace("default").Name(name).Label("app", "owner").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	return wrappers.MakePod(name, "default").Label("app", "owner").Requests("cpu", cpu).Obj()
 }
 
 // expectedCPU is what the scheduler's cache must hold on each node, derived
@@ -65,7 +50,7 @@ func ownerPod(name, cpu string) *v1.Pod {
 // reservation has an owner).
 func (e *env) expectedCPU(ctx context.Context) (map[string]int64, error) {
 	want := map[string]int64{}
-	pods, err := e.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +69,7 @@ func (e *env) expectedCPU(ctx context.Context) (map[string]int64, error) {
 			}
 		}
 	}
-	rs, err := e.gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
+	rs, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +86,7 @@ func (e *env) expectedCPU(ctx context.Context) (map[string]int64, error) {
 }
 
 // cacheCPU is what the scheduler's cache holds on each node.
-func cacheCPU(rs *runningScheduler) map[string]int64 {
+func cacheCPU(rs *schedtest.Scheduler) map[string]int64 {
 	got := map[string]int64{}
 	for i := range 3 {
 		name := fmt.Sprintf("node-%d", i)
@@ -116,16 +101,16 @@ func cacheCPU(rs *runningScheduler) map[string]int64 {
 
 // settle waits until the scheduler's cache agrees with the API, and fails
 // the test with both views if it does not.
-func (e *env) settle(rs *runningScheduler, what string) {
+func (e *env) settle(rs *schedtest.Scheduler, what string) {
 	e.t.Helper()
 	var want, got map[string]int64
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := util.Poll(context.Background(), util.LongTimeout, what+": scheduler cache agrees with the API", func(ctx context.Context) (bool, error) {
 		w, err := e.expectedCPU(ctx)
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		want, got = w, cacheCPU(rs)
-		return equalMaps(want, got), nil
+		return maps.Equal(want, got), nil
 	})
 	if err != nil {
 		for i := range 3 {
@@ -136,24 +121,12 @@ func (e *env) settle(rs *runningScheduler, what string) {
 				}
 			}
 		}
-		list, _ := e.gantry.SchedulingV1alpha1().Reservations().List(context.Background(), metav1.ListOptions{})
+		list, _ := e.Gantry.SchedulingV1alpha1().Reservations().List(context.Background(), metav1.ListOptions{})
 		for _, r := range list.Items {
 			e.t.Logf("reservation %s: %s on %q owners %v", r.Name, r.Status.Phase, r.Status.NodeName, r.Status.CurrentOwners)
 		}
-		e.t.Fatalf("%s: scheduler cache (milli-CPU by node) %v, API says %v", what, got, want)
+		e.t.Fatalf("%v; scheduler cache (milli-CPU by node) %v, API says %v", err, got, want)
 	}
-}
-
-func equalMaps(a, b map[string]int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestNoLeakUnderChurnAndRestart: 40 reservations for 24 slots, deletes of
@@ -164,11 +137,11 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	rs := e.startScheduler()
-	rsv := e.gantry.SchedulingV1alpha1().Reservations()
+	rsv := e.Gantry.SchedulingV1alpha1().Reservations()
 	rng := rand.New(rand.NewPCG(1, 2))
 
 	for i := range 40 {
-		if _, err := rsv.Create(ctx, e.reservation(fmt.Sprintf("r-%02d", i), "500m", i%4 != 0), metav1.CreateOptions{}); err != nil {
+		if _, err := rsv.Create(ctx, reservation(fmt.Sprintf("r-%02d", i), "500m", i%4 != 0), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// Delete some right away: they may be queued, in a scheduling
@@ -179,10 +152,10 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 			}
 		}
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+	util.Must(t).Poll(ctx, util.LongTimeout, "reservations placed", func(ctx context.Context) (bool, error) {
 		list, err := rsv.List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		available := 0
 		for _, r := range list.Items {
@@ -191,15 +164,16 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 			}
 		}
 		// 3 nodes of 4 CPU hold 24 reservations of 500m.
-		return available == min(24, len(list.Items)), nil
-	}); err != nil {
-		t.Fatalf("reservations not placed: %v", err)
-	}
+		if want := min(24, len(list.Items)); available != want {
+			return false, fmt.Errorf("%d of %d reservations Available, want %d", available, len(list.Items), want)
+		}
+		return true, nil
+	})
 	e.settle(rs, "after creating and deleting reservations")
 
 	// Owner pods take reservations while more reservations are deleted.
 	for i := range 12 {
-		if _, err := e.client.CoreV1().Pods("default").Create(ctx, ownerPod(fmt.Sprintf("owner-%02d", i), "300m"), metav1.CreateOptions{}); err != nil {
+		if _, err := e.Client.CoreV1().Pods("default").Create(ctx, ownerPod(fmt.Sprintf("owner-%02d", i), "300m"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 {
@@ -208,30 +182,30 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 			}
 		}
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err := util.Poll(ctx, util.LongTimeout, "owner pods scheduled", func(ctx context.Context) (bool, error) {
+		pods, err := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		for _, p := range pods.Items {
 			if p.Spec.NodeName == "" {
-				return false, nil
+				return false, fmt.Errorf("pod %s pending", p.Name)
 			}
 		}
 		return true, nil
 	}); err != nil {
-		pods, _ := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		pods, _ := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 		for _, p := range pods.Items {
 			if p.Spec.NodeName == "" {
 				t.Logf("pending %s: %+v", p.Name, p.Status.Conditions)
 			}
 		}
-		t.Fatalf("owner pods not all scheduled: %v; cache %v", err, cacheCPU(rs))
+		t.Fatalf("%v; cache %v", err, cacheCPU(rs))
 	}
 	e.settle(rs, "after owners bound")
 
 	allocated := 0
-	pods, _ := e.client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	pods, _ := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
 	for _, p := range pods.Items {
 		if p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
 			allocated++
@@ -247,7 +221,7 @@ func TestNoLeakUnderChurnAndRestart(t *testing.T) {
 	rs.Stop()
 	rs = e.startScheduler()
 	e.settle(rs, "after restart")
-	if after := cacheCPU(rs); !equalMaps(before, after) {
+	if after := cacheCPU(rs); !maps.Equal(before, after) {
 		t.Errorf("restart changed the accounting: before %v, after %v", before, after)
 	}
 
