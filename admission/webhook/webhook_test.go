@@ -13,8 +13,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
@@ -24,6 +23,7 @@ import (
 	"github.com/gantry-dev/gantry/admission/metadatapolicy/engine"
 	"github.com/gantry-dev/gantry/admission/metrics"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // loadedSource is a source holding the given policies, ready.
@@ -40,7 +40,7 @@ func loadedSource(t *testing.T, policies ...*policyv1alpha1.MetadataPolicy) *met
 	return s
 }
 
-func podRequest(t *testing.T, pod *corev1.Pod, op admissionv1.Operation) admission.Request {
+func podRequest(t *testing.T, pod *v1.Pod, op admissionv1.Operation) admission.Request {
 	t.Helper()
 	raw, err := json.Marshal(pod)
 	if err != nil {
@@ -59,14 +59,11 @@ func mutator(s *metadatapolicy.Source) *Mutator {
 }
 
 func TestMutatorAnnotatesQoSAndAppliesPolicies(t *testing.T) {
-	s := loadedSource(t, &policyv1alpha1.MetadataPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "route"},
-		Spec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{
-			PolicyPredicate: policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"scheduler.alpha.kubernetes.io/qos": "BestEffort"}}},
-			PolicyAction:    policyv1alpha1.PolicyAction{SchedulerName: "gantry-best-effort", UpdatedLabels: map[string]policyv1alpha1.LabelValue{"tier": "be"}},
-		}}},
-	})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	s := loadedSource(t, wrappers.MakeMetadataPolicy("route", "ns").Rule(
+		policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"scheduler.alpha.kubernetes.io/qos": "BestEffort"}}},
+		policyv1alpha1.PolicyAction{SchedulerName: "gantry-best-effort", UpdatedLabels: map[string]policyv1alpha1.LabelValue{"tier": "be"}},
+	).Obj())
+	pod := wrappers.MakePod("p", "ns").Obj()
 	resp := mutator(s).Handle(context.Background(), podRequest(t, pod, admissionv1.Create))
 	if !resp.Allowed {
 		t.Fatalf("denied: %v", resp.Result)
@@ -87,12 +84,9 @@ func TestMutatorAnnotatesQoSAndAppliesPolicies(t *testing.T) {
 }
 
 func TestMutatorRejectsWithoutPatch(t *testing.T) {
-	s := loadedSource(t, &policyv1alpha1.MetadataPolicy{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "deny"},
-		Spec:       policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{PolicyAction: policyv1alpha1.PolicyAction{Reject: true}}}},
-	})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	s := loadedSource(t, wrappers.MakeMetadataPolicy("deny", "ns").
+		Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{Reject: true}).Obj())
+	pod := wrappers.MakePod("p", "ns").Requests("cpu", "1").Obj()
 	resp := mutator(s).Handle(context.Background(), podRequest(t, pod, admissionv1.Create))
 	if resp.Allowed || len(resp.Patches) != 0 {
 		t.Fatalf("want a denial without patches, got allowed=%v patches=%v", resp.Allowed, resp.Patches)

@@ -9,10 +9,11 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	core "k8s.io/kubernetes/pkg/apis/core"
+
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // The soundness property, checked with the scheduler's own matcher: when the
@@ -221,13 +222,13 @@ func nodes(values []string, visit func(*v1.Node)) {
 	rec = func(i int) {
 		if i == len(genKeys) {
 			for _, name := range append(genNames, "n-other") {
-				n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+				n := wrappers.MakeNode(name)
 				for k, v := range labels {
 					if v != absent {
-						n.Labels[genKeys[k]] = v
+						n.Label(genKeys[k], v)
 					}
 				}
-				visit(n)
+				visit(n.Obj())
 			}
 			return
 		}

@@ -19,8 +19,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // fakeHandle is the part of the framework handle the executor uses.
@@ -77,16 +78,23 @@ func newEnv(t *testing.T, objs ...runtime.Object) *env {
 	return e
 }
 
-func pod(name string, prio int32) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name(name).UID("uid-" + name).Priority(prio).Node("n1").Obj()
+// victim is a pod of priority prio bound to n1.
+func victim(name string, prio int32) *v1.Pod {
+	return wrappers.MakePod(name, "ns").UID("uid-" + name).Priority(prio).NodeName("n1").Obj()
 }
 
+// preemptor is the pod the tests preempt for: priority 100, nominated to n1.
 func preemptor() *v1.Pod {
-	return st.MakePod().Namespace("ns").Name("high").UID("uid-high").Priority(100).NominatedNodeName("n1").Obj()
+	return nominated("high", 100)
+}
+
+// nominated is a pod of priority prio nominated to n1.
+func nominated(name string, prio int32) *v1.Pod {
+	return wrappers.MakePod(name, "ns").UID("uid-" + name).Priority(prio).NominatedNodeName("n1").Obj()
 }
 
 func TestPreemptionDeletesVictimsAndActivates(t *testing.T) {
-	v1p, v2p := pod("v1", 1), pod("v2", 1)
+	v1p, v2p := victim("v1", 1), victim("v2", 1)
 	e := newEnv(t, v1p, v2p, preemptor())
 	e.exec.start(preemptor(), "n1", []*v1.Pod{v1p, v2p})
 	e.exec.wait()
@@ -110,8 +118,8 @@ func TestPreemptionDeletesVictimsAndActivates(t *testing.T) {
 // A preemptor whose victims are already gone (#141694) is re-activated at
 // once, not left waiting for the unschedulable flush.
 func TestVictimsAlreadyGone(t *testing.T) {
-	gone := pod("gone", 1)
-	terminating := pod("terminating", 1)
+	gone := victim("gone", 1)
+	terminating := victim("terminating", 1)
 	now := metav1.Now()
 	terminating.DeletionTimestamp = &now
 	e := newEnv(t, preemptor()) // neither victim exists any more
@@ -130,7 +138,7 @@ func TestVictimsAlreadyGone(t *testing.T) {
 // A failing delete stops the preemption, clears the nomination in memory
 // and in status, and re-activates the preemptor only after a backoff.
 func TestFailureClearsNominationAndBacksOff(t *testing.T) {
-	victims := []*v1.Pod{pod("v1", 1), pod("v2", 1), pod("v3", 1), pod("v4", 1)}
+	victims := []*v1.Pod{victim("v1", 1), victim("v2", 1), victim("v3", 1), victim("v4", 1)}
 	objs := []runtime.Object{preemptor()}
 	for _, v := range victims {
 		objs = append(objs, v)
@@ -180,7 +188,7 @@ func TestFailureClearsNominationAndBacksOff(t *testing.T) {
 
 // Two preemptions that pick the same victim delete it once.
 func TestNoDoubleDelete(t *testing.T) {
-	v := pod("v", 1)
+	v := victim("v", 1)
 	e := newEnv(t, v, preemptor())
 	release := make(chan struct{})
 	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -203,7 +211,7 @@ func TestNoDoubleDelete(t *testing.T) {
 
 // The executor gates a preemptor while its work runs.
 func TestPreEnqueueGatesWhileInFlight(t *testing.T) {
-	v := pod("v", 1)
+	v := victim("v", 1)
 	e := newEnv(t, v, preemptor())
 	release := make(chan struct{})
 	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
@@ -227,9 +235,8 @@ func (h *fakeHandle) NominatedPodsForNode(string) []fwk.PodInfo { return h.nomin
 // Lower-priority pods nominated to the target node lose their nomination,
 // as upstream does; higher ones keep it.
 func TestLowerNominationsCleared(t *testing.T) {
-	v := pod("v", 1)
-	lower := st.MakePod().Namespace("ns").Name("lower").UID("uid-lower").Priority(5).NominatedNodeName("n1").Obj()
-	higher := st.MakePod().Namespace("ns").Name("higher").UID("uid-higher").Priority(500).NominatedNodeName("n1").Obj()
+	v := victim("v", 1)
+	lower, higher := nominated("lower", 5), nominated("higher", 500)
 	e := newEnv(t, v, preemptor(), lower, higher)
 	for _, p := range []*v1.Pod{lower, higher} {
 		pi, _ := framework.NewPodInfo(p)
@@ -266,7 +273,7 @@ func TestLowerNominationsCleared(t *testing.T) {
 // left the scheduler's cache: re-activated before, it would fail a cycle on
 // the room they still hold and be backed off.
 func TestPreemptorGatedUntilVictimsLeaveTheCache(t *testing.T) {
-	v := pod("v", 1)
+	v := victim("v", 1)
 	e := newEnv(t, v, preemptor())
 	var left atomic.Bool
 	e.exec.inCache = func(p *v1.Pod) bool { return p.UID == v.UID && !left.Load() }

@@ -11,34 +11,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // reservePodInCache is a reservation's pod as the Reservation plugin puts it
 // in the scheduler's cache: highest priority, its own in an annotation.
 func reservePodInCache(name string) *v1.Pod {
-	p := st.MakePod().Name(name).UID("uid-" + name).Priority(2147483647).Node("n1").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
-	p.Namespace = ""
-	p.Annotations = map[string]string{
-		"scheduling.gantry.dev/reserve-pod":          name,
-		"scheduling.gantry.dev/reservation-priority": "5",
-	}
-	return p
+	return wrappers.MakePod(name, "").UID("uid-"+name).Priority(2147483647).NodeName("n1").Requests("cpu", "2").
+		Annotation("scheduling.gantry.dev/reserve-pod", name).
+		Annotation("scheduling.gantry.dev/reservation-priority", "5").Obj()
 }
 
 func TestVictimPrioritiesInNodeCopy(t *testing.T) {
 	rsv := reservePodInCache("r1")
 	alloc, _ := json.Marshal(schedv1alpha1.ReservationAllocation{Name: "r2", UID: "u2", Priority: 50})
-	owner := st.MakePod().Namespace("ns").Name("owner").UID("uid-owner").Priority(1).Node("n1").
+	owner := wrappers.MakePod("owner", "ns").UID("uid-owner").Priority(1).NodeName("n1").
 		Annotation(schedv1alpha1.AnnotationAllocated, string(alloc)).Obj()
-	plain := st.MakePod().Namespace("ns").Name("plain").UID("uid-plain").Priority(3).Node("n1").Obj()
+	plain := victim("plain", 3)
 	ni := framework.NewNodeInfo(rsv, owner, plain)
-	ni.SetNode(st.MakeNode().Name("n1").Obj())
+	ni.SetNode(wrappers.MakeNode("n1").Obj())
 
 	if err := withVictimPriorities(klog.Background(), ni); err != nil {
 		t.Fatal(err)
@@ -59,11 +54,7 @@ func TestVictimPrioritiesInNodeCopy(t *testing.T) {
 }
 
 func TestPreemptingAReservationFailsIt(t *testing.T) {
-	r := &schedv1alpha1.Reservation{
-		ObjectMeta: metav1.ObjectMeta{Name: "r1", UID: "uid-r1"},
-		Status:     schedv1alpha1.ReservationStatus{Phase: schedv1alpha1.ReservationAvailable, NodeName: "n1"},
-	}
-	gc := gantryfake.NewSimpleClientset(r)
+	gc := gantryfake.NewSimpleClientset(wrappers.MakeReservation("r1").UID("uid-r1").Available("n1").Obj())
 	e := newEnv(t, preemptor())
 	e.exec.reservations = gc.SchedulingV1alpha1().Reservations()
 	e.exec.start(preemptor(), "n1", []*v1.Pod{reservePodInCache("r1")})
@@ -115,12 +106,10 @@ func (n *fakeNominator) ClearNomination(uid types.UID) {
 // keep it.
 func TestLowerReservationNominationsCleared(t *testing.T) {
 	pending := func(name string, prio int32) *v1.Pod {
-		p := st.MakePod().Name(name).UID("uid-" + name).Priority(prio).NominatedNodeName("n1").Obj()
-		p.Namespace = ""
-		p.Annotations = map[string]string{"scheduling.gantry.dev/reserve-pod": name}
-		return p
+		return wrappers.MakePod(name, "").UID("uid-"+name).Priority(prio).NominatedNodeName("n1").
+			Annotation("scheduling.gantry.dev/reserve-pod", name).Obj()
 	}
-	v := pod("v", 1)
+	v := victim("v", 1)
 	e := newEnv(t, v, preemptor())
 	n := &fakeNominator{pods: []*v1.Pod{pending("r-lower", 5), pending("r-higher", 500)}}
 	e.exec.nominations = func() frameworkext.ReservationNominator { return n }
