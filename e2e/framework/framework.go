@@ -12,10 +12,12 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 )
 
 // Framework gives each spec of a Describe its own namespace, deleted after the
@@ -27,6 +29,8 @@ type Framework struct {
 	Namespace string
 	// Client is the admin clientset.
 	Client kubernetes.Interface
+	// Gantry is the admin clientset of Gantry's API groups.
+	Gantry gantryclient.Interface
 }
 
 // NewFramework registers the per-spec setup and teardown. Call it in the body
@@ -35,7 +39,10 @@ func NewFramework(baseName string) *Framework {
 	f := &Framework{BaseName: baseName}
 	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
 		f.Client = TestContext.Client
-		ns, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		var err error
+		f.Gantry, err = GantryClient()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "making the Gantry clientset")
+		ns, err := f.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName: "e2e-" + baseName + "-",
 				Labels:       map[string]string{"e2e.gantry.dev/suite": baseName},
@@ -120,6 +127,17 @@ func (f *Framework) DeletePods(ctx context.Context) {
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(list.Items).To(gomega.BeEmpty())
 	}).Should(gomega.Succeed(), "deleting the spec's pods")
+}
+
+// WriteSpecArtifactJSON writes v as indented JSON into file of the current
+// spec's artifacts; a failure is reported, not fatal.
+func WriteSpecArtifactJSON(file string, v any) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		ginkgo.GinkgoWriter.Printf("writing artifact %s: %v\n", file, err)
+		return
+	}
+	WriteSpecArtifact(file, data)
 }
 
 // WriteSpecArtifact writes data as file into the current spec's artifacts;

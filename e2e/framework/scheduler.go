@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -12,12 +13,14 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
 // SchedulerComponent is kube-scheduler's component name in the local runtime.
@@ -54,6 +57,13 @@ func SchedulerGetJSON(ctx context.Context, path string, out any) error {
 		return fmt.Errorf("decoding the answer to GET %s: %w\n%s", path, err, body)
 	}
 	return nil
+}
+
+// SchedulerNodeView is kube-scheduler's view of node, from its cache, as
+// GET /apis/v1/nodes/{node} serves it.
+func SchedulerNodeView(ctx context.Context, node string) (*frameworkext.NodeView, error) {
+	v := &frameworkext.NodeView{}
+	return v, SchedulerGetJSON(ctx, frameworkext.ServicesPrefix+"nodes/"+node, v)
 }
 
 // SchedulerPut PUTs body to path on kube-scheduler's secure port and
@@ -111,4 +121,53 @@ func RestartScheduler(ctx context.Context, sig syscall.Signal) string {
 	ginkgo.GinkgoWriter.Printf("kube-scheduler restarted with %s and leading again after %s (lease holder %s)\n",
 		sig, time.Since(start).Round(100*time.Millisecond), after)
 	return after
+}
+
+// LogLines returns the lines of log that contain s.
+func LogLines(log, s string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// DumpScheduler writes kube-scheduler's view of a spec into its artifacts:
+// its cache's view of nodes, its gantry_* metrics, and the lines of its log
+// about the spec's namespace. It writes nothing when the cluster is not a
+// local one; what it cannot get it reports and skips.
+func DumpScheduler(ctx context.Context, namespace string, nodes []v1.Node) {
+	if TestContext.Local == nil {
+		return
+	}
+	views := map[string]any{}
+	for _, n := range nodes {
+		v, err := SchedulerNodeView(ctx, n.Name)
+		if err != nil {
+			views[n.Name] = err.Error()
+			continue
+		}
+		views[n.Name] = v
+	}
+	WriteSpecArtifactJSON("scheduler-nodes.json", views)
+	if m, err := SchedulerMetrics(ctx); err == nil {
+		var lines []string
+		for k, v := range m {
+			if strings.HasPrefix(k, "gantry_") {
+				lines = append(lines, fmt.Sprintf("%s %v", k, v))
+			}
+		}
+		slices.Sort(lines)
+		WriteSpecArtifact("scheduler-metrics.txt", []byte(strings.Join(lines, "\n")+"\n"))
+	} else {
+		ginkgo.GinkgoWriter.Printf("scraping kube-scheduler's metrics: %v\n", err)
+	}
+	if log, err := ComponentLog(SchedulerComponent); err == nil {
+		WriteSpecArtifact("kube-scheduler.log", []byte(strings.Join(LogLines(log, namespace+"/"), "\n")+"\n"))
+	} else {
+		ginkgo.GinkgoWriter.Printf("reading kube-scheduler's log: %v\n", err)
+	}
+	ginkgo.GinkgoWriter.Printf("kube-scheduler's nodes, metrics and log lines of the spec written to %s\n", SpecArtifacts())
 }

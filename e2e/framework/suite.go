@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/local" // the runtime suites bring up
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // Flags of every suite (after `--` on the ginkgo command line).
@@ -235,16 +236,12 @@ func sameFile(a, b string) bool {
 	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
-// Timeouts bound every wait in the suites; a local kwok cluster meets them
-// with a wide margin, a loaded CI machine still does.
-const (
-	PollInterval   = 250 * time.Millisecond
-	DefaultTimeout = 2 * time.Minute
-)
-
-// Eventually is gomega's Eventually with the suites' interval and timeout.
+// Eventually is gomega's Eventually with the interval of every test's waits
+// (util.Interval) and, as anything on a whole e2e cluster, util.LongTimeout;
+// a local kwok cluster meets it with a wide margin, a loaded CI machine
+// still does.
 func Eventually(ctx context.Context, actual any) gomega.AsyncAssertion {
-	return gomega.Eventually(ctx, actual).WithPolling(PollInterval).WithTimeout(DefaultTimeout)
+	return gomega.Eventually(ctx, actual).WithPolling(util.Interval).WithTimeout(util.LongTimeout)
 }
 
 // Describe is ginkgo.Describe with the suite's label prefixed with [gantry].

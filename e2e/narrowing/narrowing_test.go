@@ -3,48 +3,48 @@ package narrowing
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 const (
-	zoneKey = corev1.LabelTopologyZone
-	typeKey = corev1.LabelInstanceTypeStable
+	zoneKey = v1.LabelTopologyZone
+	typeKey = v1.LabelInstanceTypeStable
 	gate    = "gantry.dev/queue"
 )
 
-// pod is a queued workload pod: gated (or not), admitted to every zone.
-func pod(ns, name string, gated bool) *corev1.Pod {
-	p := MakePod(name, ns).Label("app", "queued").Toleration("gantry.dev/spot").RequiredTerms(Term(In(zoneKey, nodes.Zones...)))
+// queuedPod is a queued workload pod: gated (or not), admitted to every zone.
+func queuedPod(ns, name string, gated bool) *v1.Pod {
+	p := wrappers.MakePod(name, ns).Label("app", "queued").Toleration("gantry.dev/spot").RequiredTerms(wrappers.Term(wrappers.In(zoneKey, nodes.Zones...)))
 	if gated {
 		p.Gated(gate)
 	}
 	return p.Obj()
 }
 
-func terms(ts ...corev1.NodeSelectorTerm) []corev1.NodeSelectorTerm { return ts }
+func terms(ts ...v1.NodeSelectorTerm) []v1.NodeSelectorTerm { return ts }
 
 // narrow replaces the pod's required terms, drops its tolerations if asked,
 // and removes its gate if ungate: one update, as a queue controller does.
-func narrow(ctx context.Context, f *framework.Framework, name string, newTerms []corev1.NodeSelectorTerm, dropTolerations, ungate bool) error {
+func narrow(ctx context.Context, f *framework.Framework, name string, newTerms []v1.NodeSelectorTerm, dropTolerations, ungate bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		SetRequiredTerms(p, newTerms...)
+		wrappers.SetRequiredTerms(p, newTerms...)
 		if dropTolerations {
 			p.Spec.Tolerations = nil
 		}
@@ -66,20 +66,20 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 	})
 
 	ginkgo.It("lets a queue controller narrow and ungate in one update, and the scheduler honours the narrowing", func(ctx ginkgo.SpecContext) {
-		narrowings := map[string][]corev1.NodeSelectorTerm{
+		narrowings := map[string][]v1.NodeSelectorTerm{
 			// A value removed from In.
-			"one-zone": terms(Term(In(zoneKey, "zone-b"))),
+			"one-zone": terms(wrappers.Term(wrappers.In(zoneKey, "zone-b"))),
 			// The term split in two narrower terms, each also pinned to an instance type.
 			"split": terms(
-				Term(In(zoneKey, "zone-a"), In(typeKey, "gantry.standard-8")),
-				Term(In(zoneKey, "zone-c"), In(typeKey, "gantry.highmem-8")),
+				wrappers.Term(wrappers.In(zoneKey, "zone-a"), wrappers.In(typeKey, "gantry.standard-8")),
+				wrappers.Term(wrappers.In(zoneKey, "zone-c"), wrappers.In(typeKey, "gantry.highmem-8")),
 			),
 			// In replaced by a narrower In plus an exclusion.
-			"exclude": terms(Term(In(zoneKey, "zone-a", "zone-c"),
-				corev1.NodeSelectorRequirement{Key: typeKey, Operator: corev1.NodeSelectorOpNotIn, Values: []string{"gantry.standard-4"}})),
+			"exclude": terms(wrappers.Term(wrappers.In(zoneKey, "zone-a", "zone-c"),
+				v1.NodeSelectorRequirement{Key: typeKey, Operator: v1.NodeSelectorOpNotIn, Values: []string{"gantry.standard-4"}})),
 		}
 		for name := range narrowings {
-			_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, pod(f.Namespace, name, true), metav1.CreateOptions{})
+			_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, queuedPod(f.Namespace, name, true), metav1.CreateOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		}
 		ginkgo.By("checking the gated pods stay unscheduled")
@@ -89,7 +89,7 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 			for _, p := range list.Items {
 				g.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "gated pod %s was bound", p.Name)
 			}
-		}).WithTimeout(2 * time.Second).WithPolling(framework.PollInterval).Should(gomega.Succeed())
+		}).WithTimeout(util.ConsistentDuration).WithPolling(util.Interval).Should(gomega.Succeed())
 
 		ginkgo.By("narrowing, dropping tolerations and ungating each pod in one update")
 		for name, t := range narrowings {
@@ -98,12 +98,12 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 
 		ginkgo.By("checking each pod runs on a node its narrowed affinity admits")
 		for name := range narrowings {
-			var p *corev1.Pod
+			var p *v1.Pod
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				var err error
 				p, err = f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 				g.Expect(err).NotTo(gomega.HaveOccurred())
-				g.Expect(p.Status.Phase).To(gomega.Equal(corev1.PodRunning))
+				g.Expect(p.Status.Phase).To(gomega.Equal(v1.PodRunning))
 			}).Should(gomega.Succeed(), "pod %s", name)
 			node, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -119,9 +119,9 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 	})
 
 	ginkgo.It("rejects a widening of a gated pod with an explained 422", func(ctx ginkgo.SpecContext) {
-		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, pod(f.Namespace, "widen", true), metav1.CreateOptions{})
+		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, queuedPod(f.Namespace, "widen", true), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		err = narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a", "zone-d"))), false, false)
+		err = narrow(ctx, f, "widen", terms(wrappers.Term(wrappers.In(zoneKey, "zone-a", "zone-d"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring(
 			"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"))
@@ -129,8 +129,8 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 			fmt.Sprintf("term 0 admits %s=zone-d, which no previous term admits", zoneKey)))
 
 		ginkgo.By("checking a merge of terms is rejected too, old term by old term")
-		gomega.Expect(narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a")), Term(In(zoneKey, "zone-b"))), false, false)).To(gomega.Succeed())
-		err = narrow(ctx, f, "widen", terms(Term(In(zoneKey, "zone-a", "zone-b"))), false, false)
+		gomega.Expect(narrow(ctx, f, "widen", terms(wrappers.Term(wrappers.In(zoneKey, "zone-a")), wrappers.Term(wrappers.In(zoneKey, "zone-b"))), false, false)).To(gomega.Succeed())
+		err = narrow(ctx, f, "widen", terms(wrappers.Term(wrappers.In(zoneKey, "zone-a", "zone-b"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("not contained in any single previous term"))
 
@@ -138,18 +138,18 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "widen", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms).To(
-			gomega.Equal(terms(Term(In(zoneKey, "zone-a")), Term(In(zoneKey, "zone-b")))))
+			gomega.Equal(terms(wrappers.Term(wrappers.In(zoneKey, "zone-a")), wrappers.Term(wrappers.In(zoneKey, "zone-b")))))
 		gomega.Expect(p.Spec.SchedulingGates).To(gomega.HaveLen(1))
 	})
 
 	ginkgo.It("keeps upstream's rules for pods without scheduling gates", func(ctx ginkgo.SpecContext) {
-		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, pod(f.Namespace, "running", false), metav1.CreateOptions{})
+		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, queuedPod(f.Namespace, "running", false), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		err = narrow(ctx, f, "running", terms(Term(In(zoneKey, "zone-a"))), false, false)
+		err = narrow(ctx, f, "running", terms(wrappers.Term(wrappers.In(zoneKey, "zone-a"))), false, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "narrowing a non-gated pod: want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("pod updates may not change fields"))
 
-		err = narrow(ctx, f, "running", terms(Term(In(zoneKey, nodes.Zones...))), true, false)
+		err = narrow(ctx, f, "running", terms(wrappers.Term(wrappers.In(zoneKey, nodes.Zones...))), true, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "dropping a toleration of a non-gated pod: want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("existing toleration can not be modified"))
 	})

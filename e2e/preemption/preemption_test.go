@@ -10,16 +10,16 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // Priorities of the specs' classes: fillers are low or mid, preemptors high.
@@ -47,17 +47,14 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		rec := t.record(ctx)
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
-		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		preemptor := t.createPreemptor(ctx, "preemptor", high, node)
 		gomega.Expect(preemptor.Spec.Priority).To(gomega.HaveValue(gomega.BeEquivalentTo(highPriority)))
-		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		preemptor = t.WaitScheduled(ctx, promptly, preemptor.Name)
 		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
 		ginkgo.GinkgoWriter.Printf("nominations of the preemptor seen: %q\n", rec.nominations(preemptor.UID))
 
 		ginkgo.By("checking the two low-priority pods are gone and every other pod stays")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			g.Expect(names(t.gone(ctx, g, lows...))).To(gomega.ConsistOf(names(lows)))
-		}).Should(gomega.Succeed())
+		t.waitGone(ctx, len(lows), lows...)
 		t.expectUntouched(ctx, gomega.Default, append(mids, bystander...)...)
 
 		ginkgo.By("checking each victim got the DisruptionTarget condition before its deletion")
@@ -69,27 +66,18 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 		ginkgo.By("checking each victim has a Preempted event naming the preemptor and the node")
 		framework.Eventually(ctx, func(g gomega.Gomega) {
-			for _, v := range lows {
-				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
-					FieldSelector: fields.Set{"involvedObject.name": v.Name, "reason": "Preempted"}.String(),
-				})
-				g.Expect(err).NotTo(gomega.HaveOccurred())
-				g.Expect(events.Items).To(gomega.HaveLen(1), "Preempted events of victim %s", v.Name)
-				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring(string(preemptor.UID)))
-				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring(node))
-			}
+			t.expectPreemptedEvents(ctx, g, lows, string(preemptor.UID), node)
 		}).Should(gomega.Succeed())
 
 		ginkgo.By("checking the metrics count one successful preemption of two victims")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			d := t.counters(ctx, g).since(before)
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
 			g.Expect(d.attempts).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
 			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
 			g.Expect(d.victims).To(gomega.BeEquivalentTo(len(lows)), "moved by %s", d)
 			g.Expect(d.failed).To(gomega.BeZero(), "moved by %s", d)
 			g.Expect(d.cancelled).To(gomega.BeZero(), "moved by %s", d)
-		}).Should(gomega.Succeed())
-		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+		})
+		t.logMoved(ctx, before)
 	})
 
 	ginkgo.It("spares pods a PodDisruptionBudget protects and preempts on another node", func(ctx ginkgo.SpecContext) {
@@ -131,15 +119,12 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of either node")
-		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
-			Requests("cpu", "2", "memory", "64Mi").RequiredTerms(Term(In(corev1.LabelHostname, guardedNode, openNode))))
-		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		preemptor := t.createPreemptor(ctx, "preemptor", high, guardedNode, openNode)
+		preemptor = t.WaitScheduled(ctx, promptly, preemptor.Name)
 		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(openNode), "the preemptor did not go to the node without a budget")
 
 		ginkgo.By("checking two pods of " + openNode + " were preempted and every guarded pod is untouched")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			g.Expect(t.gone(ctx, g, open...)).To(gomega.HaveLen(2))
-		}).Should(gomega.Succeed())
+		t.waitGone(ctx, 2, open...)
 		t.expectUntouched(ctx, gomega.Default, guarded...)
 		expectBudget(gomega.Default)
 		d := t.counters(ctx, gomega.Default).since(before)
@@ -152,18 +137,17 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		high := t.priorityClass(ctx, "high", highPriority, "")
 
 		ginkgo.By(fmt.Sprintf("reserving %d CPUs of %s at low priority and one above the preemptor's, for pods that never come", t.cpus(node)-1, node))
-		r := t.createReservation(ctx, MakeReservation("low", "cpu", fmt.Sprint(t.cpus(node)-1), "memory", "64Mi").
-			Priority(lowPriority).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("low", "cpu", fmt.Sprint(t.cpus(node)-1), "memory", "64Mi").
+			Priority(lowPriority).NodeSelector(v1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
 		t.waitReservationPhase(ctx, r.Name, schedv1alpha1.ReservationAvailable)
-		guarded := t.createReservation(ctx, MakeReservation("guarded", "cpu", "1", "memory", "64Mi").
-			Priority(highPriority+1).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
+		guarded := t.CreateReservation(ctx, wrappers.MakeReservation("guarded", "cpu", "1", "memory", "64Mi").
+			Priority(highPriority+1).NodeSelector(v1.LabelHostname, node).OwnerPod(f.Namespace, "nobody"))
 		t.waitReservationPhase(ctx, guarded.Name, schedv1alpha1.ReservationAvailable)
 
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
-		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
-		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		preemptor := t.createPreemptor(ctx, "preemptor", high, node)
+		preemptor = t.WaitScheduled(ctx, promptly, preemptor.Name)
 		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
 
 		ginkgo.By("checking the low-priority reservation is Failed, Preempted by the pod, and the other one stays")
@@ -172,18 +156,15 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		gomega.Expect(c).NotTo(gomega.BeNil())
 		gomega.Expect(c.Reason).To(gomega.Equal(schedv1alpha1.ReasonPreempted))
 		gomega.Expect(c.Message).To(gomega.ContainSubstring(f.Namespace + "/" + preemptor.Name))
-		gc, err := framework.GantryClient()
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Consistently(ctx, func(g gomega.Gomega) {
-			got, err := gc.SchedulingV1alpha1().Reservations().Get(ctx, guarded.Name, metav1.GetOptions{})
+			got, err := t.Gantry.SchedulingV1alpha1().Reservations().Get(ctx, guarded.Name, metav1.GetOptions{})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(got.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable), "conditions %v", got.Status.Conditions)
 		}).WithTimeout(3 * time.Second).Should(gomega.Succeed())
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			d := t.counters(ctx, g).since(before)
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
 			g.Expect(d.victims).To(gomega.BeEquivalentTo(1), "moved by %s", d)
 			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
-		}).Should(gomega.Succeed())
+		})
 	})
 
 	ginkgo.It("lets a pending high-priority reservation preempt the lower-priority pods it needs", func(ctx ginkgo.SpecContext) {
@@ -194,29 +175,20 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 		rec := t.record(ctx)
 		ginkgo.By("reserving two CPUs of " + node + " at high priority")
-		r := t.createReservation(ctx, MakeReservation("high", "cpu", "2", "memory", "64Mi").
-			Priority(highPriority).NodeSelector(corev1.LabelHostname, node).OwnerPod(f.Namespace, "someone"))
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("high", "cpu", "2", "memory", "64Mi").
+			Priority(highPriority).NodeSelector(v1.LabelHostname, node).OwnerPod(f.Namespace, "someone"))
 		placed := t.waitReservationPhase(ctx, r.Name, schedv1alpha1.ReservationAvailable)
 		gomega.Expect(placed.Status.NodeName).To(gomega.Equal(node))
 
 		ginkgo.By("checking exactly two low-priority pods were preempted, marked then deleted, with events naming the reservation")
-		var victims []*corev1.Pod
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			victims = t.gone(ctx, g, lows...)
-			g.Expect(victims).To(gomega.HaveLen(2))
-		}).Should(gomega.Succeed())
+		victims := t.waitGone(ctx, 2, lows...)
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			for _, v := range victims {
 				rec.expectMarkedThenDeleted(g, v)
-				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
-					FieldSelector: fields.Set{"involvedObject.name": v.Name, "reason": "Preempted"}.String(),
-				})
-				g.Expect(err).NotTo(gomega.HaveOccurred())
-				g.Expect(events.Items).To(gomega.HaveLen(1), "Preempted events of victim %s", v.Name)
-				g.Expect(events.Items[0].Message).To(gomega.ContainSubstring("reservation " + r.Name))
 			}
+			t.expectPreemptedEvents(ctx, g, victims, "reservation "+r.Name)
 		}).Should(gomega.Succeed())
-		var kept []*corev1.Pod
+		var kept []*v1.Pod
 		for _, p := range lows {
 			if !slices.Contains(names(victims), p.Name) {
 				kept = append(kept, p)
@@ -228,15 +200,14 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 	ginkgo.It("leaves a pod with preemptionPolicy Never pending and preempts nothing", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
 		low := t.priorityClass(ctx, "low", lowPriority, "")
-		never := t.priorityClass(ctx, "high-never", highPriority, corev1.PreemptNever)
+		never := t.priorityClass(ctx, "high-never", highPriority, v1.PreemptNever)
 		fillers := t.fill(ctx, node, low, "low", t.cpus(node), nil)
 
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that may not preempt and needs two CPUs of " + node)
-		p := t.createPod(ctx, MakePod("never", f.Namespace).PriorityClass(never).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
-		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(corev1.PreemptNever)))
-		t.waitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemptionPolicy=Never")
+		p := t.createPreemptor(ctx, "never", never, node)
+		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(v1.PreemptNever)))
+		t.WaitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemptionPolicy=Never")
 		t.expectNoPreemption(ctx, p, fillers, before)
 	})
 
@@ -259,8 +230,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 			ginkgo.By(fmt.Sprintf("round %d: filling %s with low-priority pods, creating a high-priority pod that needs two CPUs there, and %s", i, node, r.how))
 			fillers := t.fill(ctx, node, low, fmt.Sprintf("low-%d", i), t.cpus(node), nil)
 			roundBefore := t.counters(ctx, gomega.Default)
-			p := t.createPod(ctx, MakePod(fmt.Sprintf("preemptor-%d", i), f.Namespace).PriorityClass(high).
-				Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+			p := t.createPreemptor(ctx, fmt.Sprintf("preemptor-%d", i), high, node)
 			preemptors = append(preemptors, p.Name)
 			created := time.Now()
 			if r.onNomination {
@@ -275,7 +245,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 			}
 			t.deletePods(ctx, fillers...)
 			deleted := time.Since(created)
-			p = t.waitScheduled(ctx, p.Name)
+			p = t.WaitScheduled(ctx, promptly, p.Name)
 			took := time.Since(created)
 			gomega.Expect(p.Spec.NodeName).To(gomega.Equal(node))
 			gomega.Expect(took).To(gomega.BeNumerically("<", promptly), "the preemptor took %s to be bound", took)
@@ -284,7 +254,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 			ginkgo.By(fmt.Sprintf("round %d: emptying %s for the next round", i, node))
 			t.deletePods(ctx, p)
-			t.expectIdle(ctx)
+			framework.ExpectIdle(ctx, t.nodes, nil)
 		}
 
 		ginkgo.By("checking preemption ran and no run of it failed")
@@ -296,7 +266,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		log, err := framework.ComponentLog(framework.SchedulerComponent)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		var failures []string
-		for _, line := range linesAbout(log, "Preemption failed") {
+		for _, line := range framework.LogLines(log, "Preemption failed") {
 			for _, name := range preemptors {
 				if strings.Contains(line, f.Namespace+"/"+name) {
 					failures = append(failures, line)
@@ -313,10 +283,9 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a pod of the same priority that needs two CPUs of " + node)
-		p := t.createPod(ctx, MakePod("peer", f.Namespace).PriorityClass(mid).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
-		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(corev1.PreemptLowerPriority)))
-		t.waitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemption: ")
+		p := t.createPreemptor(ctx, "peer", mid, node)
+		gomega.Expect(p.Spec.PreemptionPolicy).To(gomega.HaveValue(gomega.Equal(v1.PreemptLowerPriority)))
+		t.WaitUnschedulable(ctx, p.Name, "Insufficient cpu", "preemption: ")
 		t.expectNoPreemption(ctx, p, fillers, before)
 	})
 
@@ -326,14 +295,12 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		rec := t.record(ctx)
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
-		preemptor := t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		preemptor := t.createPreemptor(ctx, "preemptor", high, node)
 
 		ginkgo.By("checking the preemption fails and is retried, and the nomination is cleared after a failure")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			d := t.counters(ctx, g).since(before)
-			g.Expect(d.failed).To(gomega.BeNumerically(">=", 2), "moved by %s", d)
-		}).Should(gomega.Succeed(), "the failed preemption was not retried")
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
+			g.Expect(d.failed).To(gomega.BeNumerically(">=", 2), "the failed preemption was not retried: moved by %s", d)
+		})
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			g.Expect(rec.nominations(preemptor.UID)).To(gomega.ContainElements(node, ""), "nominations seen")
 			g.Expect(clearedAfterNomination(rec.nominations(preemptor.UID), node)).To(gomega.BeTrue(),
@@ -351,21 +318,18 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		ginkgo.By("lifting the denial")
 		lift(ctx)
 		lifted := time.Now()
-		preemptor = t.waitScheduled(ctx, preemptor.Name)
+		preemptor = t.WaitScheduled(ctx, promptly, preemptor.Name)
 		gomega.Expect(preemptor.Spec.NodeName).To(gomega.Equal(node))
 		ginkgo.GinkgoWriter.Printf("preemptor bound %s after the denial was lifted\n", time.Since(lifted).Round(time.Millisecond))
 
 		ginkgo.By("checking two low-priority pods were preempted and the metrics count them once")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			g.Expect(t.gone(ctx, g, fillers...)).To(gomega.HaveLen(2))
-		}).Should(gomega.Succeed())
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			d := t.counters(ctx, g).since(before)
+		t.waitGone(ctx, 2, fillers...)
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
 			g.Expect(d.success).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
 			g.Expect(d.victims).To(gomega.BeEquivalentTo(2), "moved by %s", d)
 			g.Expect(d.cancelled).To(gomega.BeZero(), "moved by %s", d)
-		}).Should(gomega.Succeed())
-		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+		})
+		t.logMoved(ctx, before)
 	})
 
 	ginkgo.It("spaces the retries of a failing preemption by its backoff", func(ctx ginkgo.SpecContext) {
@@ -373,13 +337,12 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 		node, _, _ := t.undeletableNode(ctx)
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
-		t.createPod(ctx, MakePod("preemptor", f.Namespace).PriorityClass(high).
-			Requests("cpu", "2", "memory", "64Mi").OnNode(node))
+		t.createPreemptor(ctx, "preemptor", high, node)
 
 		ginkgo.By("waiting for the first failed preemption")
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			g.Expect(t.counters(ctx, g).since(before).failed).To(gomega.BeNumerically(">=", 1))
-		}).Should(gomega.Succeed())
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
+			g.Expect(d.failed).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+		})
 		// The executor retries after 1s, then 2s, 4s, … (10s at most): in
 		// the 2.5s after the first failure (seen up to one poll late) two
 		// more fail at most.
@@ -389,10 +352,10 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 			g.Expect(d.failed).To(gomega.BeNumerically("<=", 3),
 				"failed preemptions are retried without the backoff (1s, 2s, 4s, …): moved by %s", d)
 		}).WithPolling(100 * time.Millisecond).WithTimeout(backoffWindow).Should(gomega.Succeed())
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			g.Expect(t.counters(ctx, g).since(before).failed).To(gomega.BeNumerically(">=", 2))
-		}).Should(gomega.Succeed(), "the failed preemption was not retried")
-		ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+		t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
+			g.Expect(d.failed).To(gomega.BeNumerically(">=", 2), "the failed preemption was not retried: moved by %s", d)
+		})
+		t.logMoved(ctx, before)
 	})
 })
 
@@ -400,26 +363,25 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 // pending pod, and that, while it runs again (a pod deleted elsewhere
 // requeues the pod), the pod stays pending without a nomination and none of
 // others is touched, and no preemption runs.
-func (t *tester) expectNoPreemption(ctx context.Context, pending *corev1.Pod, others []*corev1.Pod, before counters) {
+func (t *tester) expectNoPreemption(ctx context.Context, pending *v1.Pod, others []*v1.Pod, before counters) {
+	ginkgo.GinkgoHelper()
 	ginkgo.By("checking PostFilter ran for the pod")
-	framework.Eventually(ctx, func(g gomega.Gomega) {
-		g.Expect(t.counters(ctx, g).since(before).attempts).To(gomega.BeNumerically(">=", 1))
-	}).WithOffset(1).Should(gomega.Succeed())
+	t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
+		g.Expect(d.attempts).To(gomega.BeNumerically(">=", 1), "moved by %s", d)
+	})
 
 	ginkgo.By("requeueing the pod: a pod is bound to another node and deleted")
 	other := t.nodes[1].Name
-	nudge := t.createPod(ctx, MakePod("nudge", t.f.Namespace).Requests("cpu", "100m").OnNode(other))
-	t.waitPod(ctx, nudge.Name, framework.DefaultTimeout, func(g gomega.Gomega, p *corev1.Pod) {
-		g.Expect(p.Spec.NodeName).To(gomega.Equal(other))
-	})
+	nudge := t.CreatePod(ctx, wrappers.MakePod("nudge", t.Namespace).Requests("cpu", "100m").OnNode(other))
+	t.WaitForPod(ctx, util.LongTimeout, nudge.Name, "bound to "+other, func(p *v1.Pod) bool { return p.Spec.NodeName == other })
 	t.deletePods(ctx, nudge)
-	framework.Eventually(ctx, func(g gomega.Gomega) {
-		g.Expect(t.counters(ctx, g).since(before).attempts).To(gomega.BeNumerically(">=", 2))
-	}).WithOffset(1).Should(gomega.Succeed(), "PostFilter did not run again for the requeued pod")
+	t.waitMoved(ctx, before, func(g gomega.Gomega, d counters) {
+		g.Expect(d.attempts).To(gomega.BeNumerically(">=", 2), "PostFilter did not run again for the requeued pod: moved by %s", d)
+	})
 
 	ginkgo.By(fmt.Sprintf("checking for %s that the pod stays pending and unnominated, and nothing is preempted", quiet))
 	gomega.Consistently(ctx, func(g gomega.Gomega) {
-		p, err := t.f.Client.CoreV1().Pods(pending.Namespace).Get(ctx, pending.Name, metav1.GetOptions{})
+		p, err := t.Client.CoreV1().Pods(pending.Namespace).Get(ctx, pending.Name, metav1.GetOptions{})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "the pod was bound")
 		g.Expect(p.Status.NominatedNodeName).To(gomega.BeEmpty(), "the pod was nominated")
@@ -427,8 +389,8 @@ func (t *tester) expectNoPreemption(ctx context.Context, pending *corev1.Pod, ot
 		d := t.counters(ctx, g).since(before)
 		g.Expect(d.victims).To(gomega.BeZero(), "moved by %s", d)
 		g.Expect(d.success+d.failed+d.cancelled).To(gomega.BeZero(), "a preemption ran: moved by %s", d)
-	}).WithPolling(time.Second).WithTimeout(quiet).WithOffset(1).Should(gomega.Succeed())
-	ginkgo.GinkgoWriter.Printf("preemption counters moved by %s\n", t.counters(ctx, gomega.Default).since(before))
+	}).WithPolling(time.Second).WithTimeout(quiet).Should(gomega.Succeed())
+	t.logMoved(ctx, before)
 }
 
 // clearedAfterNomination: in the nominations seen, one to node is later
@@ -453,7 +415,8 @@ const backoffWindow = 2500 * time.Millisecond
 // undeletableNode fills the first node with low-priority pods whose
 // deletion kube-apiserver denies until lift is called (also after the
 // spec); it returns the node, the pods and lift.
-func (t *tester) undeletableNode(ctx context.Context) (string, []*corev1.Pod, func(context.Context)) {
+func (t *tester) undeletableNode(ctx context.Context) (string, []*v1.Pod, func(context.Context)) {
+	ginkgo.GinkgoHelper()
 	node := t.nodes[0].Name
 	low := t.priorityClass(ctx, "low", lowPriority, "")
 	fillers := t.fill(ctx, node, low, "low", t.cpus(node), map[string]string{undeletableLabel: "true"})

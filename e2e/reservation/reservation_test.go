@@ -12,19 +12,20 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // promptly bounds how long freed capacity may take to reach a pending pod:
@@ -38,7 +39,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 
 	ginkgo.It("holds capacity on a full cluster for its owner, then releases what the owner left", func(ctx ginkgo.SpecContext) {
 		ginkgo.By("reserving 2 CPUs for the pods labelled app=owner")
-		r := t.createReservation(ctx, MakeReservation("full", "cpu", "2", "memory", "1Gi").
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("full", "cpu", "2", "memory", "1Gi").
 			OwnerLabels(f.Namespace, map[string]string{"app": "owner"}))
 		r = t.waitAvailable(ctx, r.Name)
 		node := r.Status.NodeName
@@ -56,19 +57,12 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		}
 		replicas := int32(fit + 2)
 		ginkgo.By(fmt.Sprintf("filling the cluster with %d one-CPU pods of which %d fit", replicas, fit))
-		labels := map[string]string{"app": "filler"}
-		filler := MakePod("", f.Namespace).Requests("cpu", "1", "memory", "64Mi").NoGrace().Obj()
-		_, err := f.Client.AppsV1().Deployments(f.Namespace).Create(ctx, &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: "filler", Namespace: f.Namespace},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr.To(replicas),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: filler.Spec},
-			},
-		}, metav1.CreateOptions{})
+		filler := wrappers.MakePod("", f.Namespace).Label("app", "filler").Requests("cpu", "1", "memory", "64Mi").NoGrace()
+		_, err := f.Client.AppsV1().Deployments(f.Namespace).Create(ctx,
+			wrappers.MakeDeployment("filler", f.Namespace, replicas, filler).Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 
-		fillers := func(g gomega.Gomega) (bound, pending []corev1.Pod) {
+		fillers := func(g gomega.Gomega) (bound, pending []v1.Pod) {
 			list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=filler"})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			for _, p := range list.Items {
@@ -80,7 +74,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			}
 			return bound, pending
 		}
-		onNode := func(pods []corev1.Pod) (n int64) {
+		onNode := func(pods []v1.Pod) (n int64) {
 			for _, p := range pods {
 				if p.Spec.NodeName == node {
 					n++
@@ -94,7 +88,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			g.Expect(bound).To(gomega.HaveLen(int(fit)))
 			g.Expect(pending).To(gomega.HaveLen(2))
 			for i := range pending {
-				expectUnschedulable(g, &pending[i], "Insufficient cpu")
+				framework.ExpectUnschedulable(g, &pending[i], "Insufficient cpu")
 			}
 			g.Expect(onNode(bound)).To(gomega.Equal((milliCPU(nodeNamed(t, node))-cpuMilli(r.Spec.Template.Requests))/1000),
 				"non-owner pods on the reservation's node %s", node)
@@ -104,8 +98,8 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable), "the full cluster took the reservation: %s", describeStatus(r))
 
 		ginkgo.By("creating an owner pod that needs half of the reservation")
-		owner := t.createPod(ctx, MakePod("owner", f.Namespace).Label("app", "owner").Requests("cpu", "1", "memory", "512Mi"))
-		owner = t.waitScheduled(ctx, owner.Name)
+		owner := t.CreatePod(ctx, wrappers.MakePod("owner", f.Namespace).Label("app", "owner").Requests("cpu", "1", "memory", "512Mi"))
+		owner = t.WaitScheduled(ctx, util.LongTimeout, owner.Name)
 		gomega.Expect(owner.Spec.NodeName).To(gomega.Equal(node), "the owner is not on its reservation's node")
 		expectAllocatedTo(gomega.Default, owner, r)
 
@@ -126,7 +120,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			g.Expect(bound).To(gomega.HaveLen(int(fit) + 1))
 			g.Expect(onNode(bound)).To(gomega.Equal((milliCPU(nodeNamed(t, node))-cpuMilli(r.Spec.Template.Requests))/1000 + 1))
 			g.Expect(pending).To(gomega.HaveLen(1))
-		}).WithTimeout(promptly).WithPolling(framework.PollInterval).Should(gomega.Succeed())
+		}).WithTimeout(promptly).WithPolling(util.Interval).Should(gomega.Succeed())
 		ginkgo.By(fmt.Sprintf("the released CPU was used %s after the reservation was seen Succeeded", time.Since(succeeded).Round(100*time.Millisecond)))
 		if framework.TestContext.Local != nil {
 			ginkgo.By("checking the scheduler counts every pod and reservation of the full cluster once")
@@ -140,7 +134,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			most = max(most, milliCPU(&t.nodes[i]))
 		}
 		ginkgo.By(fmt.Sprintf("reserving %dm CPUs, one CPU more than the largest node has", most+1000))
-		r := t.createReservation(ctx, MakeReservation("too-big", "cpu", fmt.Sprintf("%dm", most+1000)).
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("too-big", "cpu", fmt.Sprintf("%dm", most+1000)).
 			OwnerLabels(f.Namespace, map[string]string{"app": "big"}))
 		r = t.waitReservation(ctx, r.Name, func(g gomega.Gomega, r *schedv1alpha1.Reservation) {
 			g.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationPending), describeStatus(r))
@@ -161,14 +155,14 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		node := &t.nodes[0]
 		held := milliCPU(node) - 500
 		ginkgo.By(fmt.Sprintf("reserving %dm of the %dm CPUs of %s for pod owner", held, milliCPU(node), node.Name))
-		r := t.createReservation(ctx, MakeReservation("pinned", "cpu", fmt.Sprintf("%dm", held)).
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("pinned", "cpu", fmt.Sprintf("%dm", held)).
 			NodeName(node.Name).OwnerPod(f.Namespace, "owner"))
 		r = t.waitAvailable(ctx, r.Name)
 		gomega.Expect(r.Status.NodeName).To(gomega.Equal(node.Name))
 
 		ginkgo.By("checking a non-owner pod needing 1 CPU on that node stays Pending for lack of CPU")
-		t.createPod(ctx, MakePod("intruder", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
-		t.waitUnschedulable(ctx, "intruder", "Insufficient cpu")
+		t.CreatePod(ctx, wrappers.MakePod("intruder", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
+		t.WaitUnschedulable(ctx, "intruder", "Insufficient cpu")
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
 				FieldSelector: fields.Set{"involvedObject.name": "intruder", "reason": "FailedScheduling"}.String(),
@@ -179,8 +173,8 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		}).Should(gomega.Succeed(), "no FailedScheduling event for the intruder")
 
 		ginkgo.By("checking the owner, of the same size, fits there")
-		owner := t.createPod(ctx, MakePod("owner", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
-		owner = t.waitScheduled(ctx, owner.Name)
+		owner := t.CreatePod(ctx, wrappers.MakePod("owner", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
+		owner = t.WaitScheduled(ctx, util.LongTimeout, owner.Name)
 		gomega.Expect(owner.Spec.NodeName).To(gomega.Equal(node.Name))
 		expectAllocatedTo(gomega.Default, owner, r)
 
@@ -191,11 +185,11 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			g.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationSucceeded), describeStatus(r))
 			g.Expect(ownerRefs(r)).To(gomega.Equal([]string{podRef(owner)}))
 		})
-		intruder := t.waitScheduled(ctx, "intruder")
+		intruder := t.WaitScheduled(ctx, util.LongTimeout, "intruder")
 		gomega.Expect(intruder.Spec.NodeName).To(gomega.Equal(node.Name))
 		_, allocated := allocationOf(intruder)
 		gomega.Expect(allocated).To(gomega.BeFalse(), "a non-owner was placed in the reservation")
-		scheduled, ownerScheduled := podCondition(intruder, corev1.PodScheduled), podCondition(owner, corev1.PodScheduled)
+		scheduled, ownerScheduled := framework.PodCondition(intruder, v1.PodScheduled), framework.PodCondition(owner, v1.PodScheduled)
 		gomega.Expect(scheduled).NotTo(gomega.BeNil())
 		gomega.Expect(ownerScheduled).NotTo(gomega.BeNil())
 		gomega.Expect(scheduled.LastTransitionTime.Time).To(gomega.BeTemporally(">=", ownerScheduled.LastTransitionTime.Time),
@@ -207,13 +201,13 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		const ttl = 15 * time.Second
 		held := milliCPU(node) - 500
 		ginkgo.By(fmt.Sprintf("reserving %dm CPUs of %s for %s", held, node.Name, ttl))
-		r := t.createReservation(ctx, MakeReservation("ttl", "cpu", fmt.Sprintf("%dm", held)).
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("ttl", "cpu", fmt.Sprintf("%dm", held)).
 			NodeName(node.Name).TTL(ttl).OwnerLabels(f.Namespace, map[string]string{"app": "nobody"}))
 		r = t.waitAvailable(ctx, r.Name)
 
 		ginkgo.By("checking a non-owner pod needing 1 CPU there is unschedulable while it holds")
-		t.createPod(ctx, MakePod("waiter", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
-		t.waitUnschedulable(ctx, "waiter", "Insufficient cpu")
+		t.CreatePod(ctx, wrappers.MakePod("waiter", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
+		t.WaitUnschedulable(ctx, "waiter", "Insufficient cpu")
 		r, err := t.rsv.Get(ctx, r.Name, metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable),
@@ -230,12 +224,10 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(expired.Message).To(gomega.ContainSubstring("expired at"))
 
 		ginkgo.By("checking the pending pod gets the capacity promptly")
-		waiter := t.waitPod(ctx, "waiter", func(g gomega.Gomega, p *corev1.Pod) {
-			g.Expect(p.Spec.NodeName).To(gomega.Equal(node.Name))
-		})
-		scheduled := podCondition(waiter, corev1.PodScheduled)
+		waiter := t.WaitForPod(ctx, util.LongTimeout, "waiter", "bound to "+node.Name, func(p *v1.Pod) bool { return p.Spec.NodeName == node.Name })
+		scheduled := framework.PodCondition(waiter, v1.PodScheduled)
 		gomega.Expect(scheduled).NotTo(gomega.BeNil())
-		gomega.Expect(scheduled.Status).To(gomega.Equal(corev1.ConditionTrue))
+		gomega.Expect(scheduled.Status).To(gomega.Equal(v1.ConditionTrue))
 		gomega.Expect(scheduled.LastTransitionTime.Time).To(gomega.BeTemporally(">=", expired.LastTransitionTime.Time),
 			"the pod was scheduled before the reservation expired")
 		gomega.Expect(scheduled.LastTransitionTime.Sub(expired.LastTransitionTime.Time)).To(gomega.BeNumerically("<", promptly),
@@ -245,22 +237,15 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 	ginkgo.It("is shared by its owners with allocateOnce=false, and stays Available", func(ctx ginkgo.SpecContext) {
 		const rsName = "shared"
 		ginkgo.By("reserving 2 CPUs and 2Gi for the pods of ReplicaSet " + rsName)
-		r := t.createReservation(ctx, MakeReservation("shared", "cpu", "2", "memory", "2Gi").
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("shared", "cpu", "2", "memory", "2Gi").
 			AllocateOnce(false).OwnerController(f.Namespace, "apps/v1", "ReplicaSet", rsName))
 		r = t.waitAvailable(ctx, r.Name)
 		node := r.Status.NodeName
 
 		ginkgo.By("creating the ReplicaSet: two pods of 1 CPU and 1Gi")
-		labels := map[string]string{"app": rsName}
-		tmpl := MakePod("", f.Namespace).Requests("cpu", "1", "memory", "1Gi").NoGrace().Obj()
-		_, err := f.Client.AppsV1().ReplicaSets(f.Namespace).Create(ctx, &appsv1.ReplicaSet{
-			ObjectMeta: metav1.ObjectMeta{Name: rsName, Namespace: f.Namespace},
-			Spec: appsv1.ReplicaSetSpec{
-				Replicas: ptr.To[int32](2),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: tmpl.Spec},
-			},
-		}, metav1.CreateOptions{})
+		tmpl := wrappers.MakePod("", f.Namespace).Label("app", rsName).Requests("cpu", "1", "memory", "1Gi").NoGrace()
+		_, err := f.Client.AppsV1().ReplicaSets(f.Namespace).Create(ctx,
+			wrappers.MakeReplicaSet(rsName, f.Namespace, 2, tmpl).Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 
 		ginkgo.By("checking both pods are placed in the reservation")
@@ -291,7 +276,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 				g.Expect(err).NotTo(gomega.HaveOccurred())
 				nr := findNodeReservation(nrs, r.Name)
 				g.Expect(nr).NotTo(gomega.BeNil())
-				g.Expect(nr.Phase).To(gomega.Equal(string(schedv1alpha1.ReservationAvailable)))
+				g.Expect(nr.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable))
 				g.Expect(nr.Allocated).To(gomega.HaveLen(2))
 				expectSameResources(g, nr.Remaining, nil, "remaining")
 			}).Should(gomega.Succeed())
@@ -301,11 +286,11 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 	ginkgo.It("frees its capacity at once when deleted", func(ctx ginkgo.SpecContext) {
 		node := &t.nodes[2]
 		held := milliCPU(node) - 500
-		r := t.createReservation(ctx, MakeReservation("deleted", "cpu", fmt.Sprintf("%dm", held)).
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("deleted", "cpu", fmt.Sprintf("%dm", held)).
 			NodeName(node.Name).OwnerLabels(f.Namespace, map[string]string{"app": "nobody"}))
 		r = t.waitAvailable(ctx, r.Name)
-		t.createPod(ctx, MakePod("waiter", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
-		t.waitUnschedulable(ctx, "waiter", "Insufficient cpu")
+		t.CreatePod(ctx, wrappers.MakePod("waiter", f.Namespace).OnNode(node.Name).Requests("cpu", "1"))
+		t.WaitUnschedulable(ctx, "waiter", "Insufficient cpu")
 
 		ginkgo.By("deleting the reservation")
 		deleted := time.Now()
@@ -314,7 +299,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "waiter", metav1.GetOptions{})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(p.Spec.NodeName).To(gomega.Equal(node.Name))
-		}).WithTimeout(promptly).WithPolling(framework.PollInterval).Should(gomega.Succeed(),
+		}).WithTimeout(promptly).WithPolling(util.Interval).Should(gomega.Succeed(),
 			"the pending pod did not get the deleted reservation's capacity within %s", promptly)
 		ginkgo.By(fmt.Sprintf("the pending pod was bound %s after the delete", time.Since(deleted).Round(100*time.Millisecond)))
 		if framework.TestContext.Local != nil {
@@ -328,48 +313,48 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		framework.RequireLocal("it restarts kube-scheduler")
 		a, b, c := &t.nodes[0], &t.nodes[1], &t.nodes[2]
 		ginkgo.By("reserving 2 CPUs on " + a.Name + " for shared owners and 3 CPUs on " + b.Name + " and " + c.Name + " for one owner each")
-		r1 := t.createReservation(ctx, MakeReservation("shared", "cpu", "2", "memory", "1Gi").NodeName(a.Name).
+		r1 := t.CreateReservation(ctx, wrappers.MakeReservation("shared", "cpu", "2", "memory", "1Gi").NodeName(a.Name).
 			AllocateOnce(false).OwnerLabels(f.Namespace, map[string]string{"app": "r1"}))
-		r2 := t.createReservation(ctx, MakeReservation("single", "cpu", "3").NodeName(b.Name).
+		r2 := t.CreateReservation(ctx, wrappers.MakeReservation("single", "cpu", "3").NodeName(b.Name).
 			OwnerLabels(f.Namespace, map[string]string{"app": "r2"}))
-		r3 := t.createReservation(ctx, MakeReservation("consumed", "cpu", "3").NodeName(c.Name).
+		r3 := t.CreateReservation(ctx, wrappers.MakeReservation("consumed", "cpu", "3").NodeName(c.Name).
 			OwnerLabels(f.Namespace, map[string]string{"app": "r3"}))
 		r1 = t.waitAvailable(ctx, r1.Name)
 		r2 = t.waitAvailable(ctx, r2.Name)
 		r3 = t.waitAvailable(ctx, r3.Name)
 
 		ginkgo.By("consuming the reservation on " + c.Name + " with a 1-CPU owner, and giving what it left to a non-owner")
-		o0 := t.createPod(ctx, MakePod("r3-owner", f.Namespace).Label("app", "r3").Requests("cpu", "1"))
-		o0 = t.waitScheduled(ctx, o0.Name)
+		o0 := t.CreatePod(ctx, wrappers.MakePod("r3-owner", f.Namespace).Label("app", "r3").Requests("cpu", "1"))
+		o0 = t.WaitScheduled(ctx, util.LongTimeout, o0.Name)
 		gomega.Expect(o0.Spec.NodeName).To(gomega.Equal(c.Name))
 		expectAllocatedTo(gomega.Default, o0, r3)
 		r3 = t.waitReservation(ctx, r3.Name, func(g gomega.Gomega, r *schedv1alpha1.Reservation) {
 			g.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationSucceeded), describeStatus(r))
 		})
-		beside := t.createPod(ctx, MakePod("beside", f.Namespace).OnNode(c.Name).
+		beside := t.CreatePod(ctx, wrappers.MakePod("beside", f.Namespace).OnNode(c.Name).
 			Requests("cpu", fmt.Sprintf("%dm", milliCPU(c)-cpuMilli(podRequests(o0)))))
-		t.waitScheduled(ctx, beside.Name)
+		t.WaitScheduled(ctx, util.LongTimeout, beside.Name)
 
 		ginkgo.By("placing an owner in the shared reservation, and a non-owner that does not fit next to the other")
-		o1 := t.createPod(ctx, MakePod("r1-owner-1", f.Namespace).Label("app", "r1").Requests("cpu", "1", "memory", "512Mi"))
-		o1 = t.waitScheduled(ctx, o1.Name)
+		o1 := t.CreatePod(ctx, wrappers.MakePod("r1-owner-1", f.Namespace).Label("app", "r1").Requests("cpu", "1", "memory", "512Mi"))
+		o1 = t.WaitScheduled(ctx, util.LongTimeout, o1.Name)
 		gomega.Expect(o1.Spec.NodeName).To(gomega.Equal(a.Name))
 		expectAllocatedTo(gomega.Default, o1, r1)
 		blocked := fmt.Sprintf("%dm", milliCPU(b)-cpuMilli(r2.Spec.Template.Requests)+500)
-		t.createPod(ctx, MakePod("blocked-1", f.Namespace).OnNode(b.Name).Requests("cpu", blocked))
-		t.waitUnschedulable(ctx, "blocked-1", "Insufficient cpu")
+		t.CreatePod(ctx, wrappers.MakePod("blocked-1", f.Namespace).OnNode(b.Name).Requests("cpu", blocked))
+		t.WaitUnschedulable(ctx, "blocked-1", "Insufficient cpu")
 		r1 = t.waitReservation(ctx, r1.Name, func(g gomega.Gomega, r *schedv1alpha1.Reservation) {
 			g.Expect(ownerRefs(r)).To(gomega.Equal([]string{podRef(o1)}))
 		})
 
 		type snapshot struct {
-			views map[string]*nodeView
-			nrs   map[string][]nodeReservation
+			views map[string]*frameworkext.NodeView
+			nrs   map[string][]reservation.NodeReservation
 		}
 		take := func(g gomega.Gomega) snapshot {
-			s := snapshot{views: map[string]*nodeView{}, nrs: map[string][]nodeReservation{}}
+			s := snapshot{views: map[string]*frameworkext.NodeView{}, nrs: map[string][]reservation.NodeReservation{}}
 			for _, n := range []string{a.Name, b.Name, c.Name} {
-				v, err := getNodeView(ctx, n)
+				v, err := framework.SchedulerNodeView(ctx, n)
 				g.Expect(err).NotTo(gomega.HaveOccurred())
 				nrs, err := getNodeReservations(ctx, n)
 				g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -383,9 +368,9 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			before = take(g)
 			g.Expect(before.nrs[a.Name]).To(gomega.HaveLen(1))
 			g.Expect(before.nrs[a.Name][0].Allocated).To(gomega.Equal([]string{f.Namespace + "/" + o1.Name}))
-			expectSameResources(g, before.nrs[a.Name][0].Remaining, ResourceList("cpu", "1", "memory", "512Mi"), "remaining of %s", r1.Name)
+			expectSameResources(g, before.nrs[a.Name][0].Remaining, wrappers.ResourceList("cpu", "1", "memory", "512Mi"), "remaining of %s", r1.Name)
 			g.Expect(before.nrs[c.Name]).To(gomega.HaveLen(1))
-			g.Expect(before.nrs[c.Name][0].Phase).To(gomega.Equal(string(schedv1alpha1.ReservationSucceeded)))
+			g.Expect(before.nrs[c.Name][0].Phase).To(gomega.Equal(schedv1alpha1.ReservationSucceeded))
 			g.Expect(before.nrs[c.Name][0].Remaining).To(gomega.BeEmpty(), "a consumed reservation still holds capacity")
 			g.Expect(viewEntry(before.views[c.Name], r3.UID)).To(gomega.BeNil(), "a consumed reservation is still in the cache")
 		}).Should(gomega.Succeed())
@@ -420,16 +405,16 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		}).Should(gomega.Succeed())
 
 		ginkgo.By("checking a non-owner pod that did not fit still does not")
-		t.createPod(ctx, MakePod("blocked-2", f.Namespace).OnNode(b.Name).Requests("cpu", blocked))
-		t.waitUnschedulable(ctx, "blocked-2", "Insufficient cpu")
+		t.CreatePod(ctx, wrappers.MakePod("blocked-2", f.Namespace).OnNode(b.Name).Requests("cpu", blocked))
+		t.WaitUnschedulable(ctx, "blocked-2", "Insufficient cpu")
 		p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "blocked-1", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "a non-owner got reserved capacity after the restart")
 
 		ginkgo.By("checking owners still fit: a second in the shared reservation, one taking the other")
-		o2 := t.createPod(ctx, MakePod("r1-owner-2", f.Namespace).Label("app", "r1").Requests("cpu", "1", "memory", "512Mi"))
-		o3 := t.createPod(ctx, MakePod("r2-owner", f.Namespace).Label("app", "r2").Requests("cpu", "3"))
-		o2, o3 = t.waitScheduled(ctx, o2.Name), t.waitScheduled(ctx, o3.Name)
+		o2 := t.CreatePod(ctx, wrappers.MakePod("r1-owner-2", f.Namespace).Label("app", "r1").Requests("cpu", "1", "memory", "512Mi"))
+		o3 := t.CreatePod(ctx, wrappers.MakePod("r2-owner", f.Namespace).Label("app", "r2").Requests("cpu", "3"))
+		o2, o3 = t.WaitScheduled(ctx, util.LongTimeout, o2.Name), t.WaitScheduled(ctx, util.LongTimeout, o3.Name)
 		gomega.Expect(o2.Spec.NodeName).To(gomega.Equal(a.Name))
 		expectAllocatedTo(gomega.Default, o2, r1)
 		gomega.Expect(o3.Spec.NodeName).To(gomega.Equal(b.Name))
@@ -453,7 +438,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 	ginkgo.It("places reservations created as the scheduler crashes exactly once", func(ctx ginkgo.SpecContext) {
 		local := framework.RequireLocal("it restarts kube-scheduler")
 		const count = 3
-		selector := specLabel + "=" + f.Namespace
+		selector := framework.NamespaceLabel + "=" + f.Namespace
 		ginkgo.By("watching the spec's reservations")
 		w, err := t.rsv.Watch(ctx, metav1.ListOptions{LabelSelector: selector})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -485,7 +470,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			}
 		}()
 		for i := range count {
-			r := t.createReservation(ctx, MakeReservation(fmt.Sprintf("crash-%d", i), "cpu", "1", "memory", "256Mi").
+			r := t.CreateReservation(ctx, wrappers.MakeReservation(fmt.Sprintf("crash-%d", i), "cpu", "1", "memory", "256Mi").
 				OwnerLabels(f.Namespace, map[string]string{"app": "late"}))
 			names = append(names, r.Name)
 			if i == 0 {
@@ -540,8 +525,8 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		}
 
 		ginkgo.By("checking an owner still uses one of them")
-		o := t.createPod(ctx, MakePod("late-owner", f.Namespace).Label("app", "late").Requests("cpu", "1"))
-		o = t.waitScheduled(ctx, o.Name)
+		o := t.CreatePod(ctx, wrappers.MakePod("late-owner", f.Namespace).Label("app", "late").Requests("cpu", "1"))
+		o = t.WaitScheduled(ctx, util.LongTimeout, o.Name)
 		a, ok := allocationOf(o)
 		gomega.Expect(ok).To(gomega.BeTrue(), "the owner was not placed in a reservation: %v", o.Annotations)
 		gomega.Expect(names).To(gomega.ContainElement(a.Name))
@@ -557,13 +542,13 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(services["GET"]).To(gomega.ContainElements(servicesPath, nodesPath+"{node}", nodeReservationsPath+"{node}"))
 
 		node := &t.nodes[2]
-		r := t.createReservation(ctx, MakeReservation("rest", "cpu", "1500m", "memory", "1Gi").NodeName(node.Name).
+		r := t.CreateReservation(ctx, wrappers.MakeReservation("rest", "cpu", "1500m", "memory", "1Gi").NodeName(node.Name).
 			AllocateOnce(false).OwnerLabels(f.Namespace, map[string]string{"app": "web"}))
 		r = t.waitAvailable(ctx, r.Name)
 
 		ginkgo.By("checking nodes/{node} shows the reservation as a pod holding its requests")
 		framework.Eventually(ctx, func(g gomega.Gomega) {
-			v, err := getNodeView(ctx, node.Name)
+			v, err := framework.SchedulerNodeView(ctx, node.Name)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(v.Name).To(gomega.Equal(node.Name))
 			e := viewEntry(v, r.UID)
@@ -573,7 +558,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			expectSameResources(g, e.Requests, r.Spec.Template.Requests, "the reservation's entry")
 			expectSameResources(g, v.Requested, r.Spec.Template.Requests, "requested on %s", node.Name)
 		}).Should(gomega.Succeed())
-		gomega.Expect(framework.SchedulerGetJSON(ctx, nodesPath+"no-such-node", &nodeView{})).To(
+		gomega.Expect(framework.SchedulerGetJSON(ctx, nodesPath+"no-such-node", &frameworkext.NodeView{})).To(
 			gomega.MatchError(gomega.ContainSubstring("404")), "an unknown node")
 
 		ginkgo.By("checking nodeReservations/{node} matches the reservation's status")
@@ -582,7 +567,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(nrs).To(gomega.HaveLen(1))
 		gomega.Expect(nrs[0].Name).To(gomega.Equal(r.Name))
 		gomega.Expect(nrs[0].UID).To(gomega.Equal(r.UID))
-		gomega.Expect(nrs[0].Phase).To(gomega.Equal(string(r.Status.Phase)))
+		gomega.Expect(nrs[0].Phase).To(gomega.Equal(r.Status.Phase))
 		gomega.Expect(nrs[0].AllocateOnce).To(gomega.BeFalse())
 		expectSameResources(gomega.Default, nrs[0].Allocatable, r.Status.Allocatable, "allocatable")
 		expectSameResources(gomega.Default, nrs[0].Remaining, r.Spec.Template.Requests, "remaining")
@@ -598,10 +583,10 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		})
 
 		ginkgo.By("placing an owner and checking the reservation's accounting follows")
-		owner := t.createPod(ctx, MakePod("web-1", f.Namespace).Label("app", "web").Requests("cpu", "500m", "memory", "256Mi"))
-		owner = t.waitScheduled(ctx, owner.Name)
+		owner := t.CreatePod(ctx, wrappers.MakePod("web-1", f.Namespace).Label("app", "web").Requests("cpu", "500m", "memory", "256Mi"))
+		owner = t.WaitScheduled(ctx, util.LongTimeout, owner.Name)
 		gomega.Expect(owner.Spec.NodeName).To(gomega.Equal(node.Name))
-		left := ResourceList("cpu", "1", "memory", "768Mi")
+		left := wrappers.ResourceList("cpu", "1", "memory", "768Mi")
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			nrs, err := getNodeReservations(ctx, node.Name)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
@@ -609,7 +594,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			g.Expect(nr).NotTo(gomega.BeNil())
 			g.Expect(nr.Allocated).To(gomega.Equal([]string{f.Namespace + "/" + owner.Name}))
 			expectSameResources(g, nr.Remaining, left, "remaining")
-			v, err := getNodeView(ctx, node.Name)
+			v, err := framework.SchedulerNodeView(ctx, node.Name)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			e := viewEntry(v, r.UID)
 			g.Expect(e).NotTo(gomega.BeNil())
@@ -646,31 +631,31 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		ginkgo.By("turning score debugging off (PUT /debug/flags/s 0)")
 		_, err = framework.SchedulerPut(ctx, "/debug/flags/s", "0")
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		quiet := t.createPod(ctx, MakePod("web-2", f.Namespace).Label("app", "web").Requests("cpu", "500m"))
-		t.waitScheduled(ctx, quiet.Name)
+		quiet := t.CreatePod(ctx, wrappers.MakePod("web-2", f.Namespace).Label("app", "web").Requests("cpu", "500m"))
+		t.WaitScheduled(ctx, util.LongTimeout, quiet.Name)
 		log, err := framework.ComponentLog(framework.SchedulerComponent)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(findScoreTable(log, f.Namespace+"/"+quiet.Name)).To(gomega.BeNil(), "a score table was logged with debugging off")
 	})
 
 	ginkgo.It("rejects bad input with a message naming the field", func(ctx ginkgo.SpecContext) {
-		_, err := t.rsv.Create(ctx, MakeReservation(t.name("no-owners"), "cpu", "1").Label(specLabel, f.Namespace).Obj(), metav1.CreateOptions{})
+		_, err := t.rsv.Create(ctx, wrappers.MakeReservation(t.ReservationName("no-owners"), "cpu", "1").Label(framework.NamespaceLabel, f.Namespace).Obj(), metav1.CreateOptions{})
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.owners"))
 
-		_, err = t.rsv.Create(ctx, MakeReservation(t.name("negative"), "cpu", "-1").Label(specLabel, f.Namespace).
+		_, err = t.rsv.Create(ctx, wrappers.MakeReservation(t.ReservationName("negative"), "cpu", "-1").Label(framework.NamespaceLabel, f.Namespace).
 			OwnerLabels(f.Namespace, map[string]string{"app": "x"}).Obj(), metav1.CreateOptions{})
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.template.requests"))
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("must not be negative"))
 
-		rs, err := t.rsv.List(ctx, metav1.ListOptions{LabelSelector: specLabel + "=" + f.Namespace})
+		rs, err := t.rsv.List(ctx, metav1.ListOptions{LabelSelector: framework.NamespaceLabel + "=" + f.Namespace})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(rs.Items).To(gomega.BeEmpty(), "a rejected reservation was stored")
 	})
 })
 
-func nodeNamed(t *tester, name string) *corev1.Node {
+func nodeNamed(t *tester, name string) *v1.Node {
 	for i := range t.nodes {
 		if t.nodes[i].Name == name {
 			return &t.nodes[i]
