@@ -8,18 +8,17 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // The local cluster's provisioner scales the kwok node groups of
@@ -30,35 +29,33 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 	f := framework.NewFramework("atomic")
 	var e *env
 
-	groupNodes := func(ctx context.Context, group string) []corev1.Node {
+	groupNodes := func(ctx context.Context, group string) []v1.Node {
 		list, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodegroups.LabelNodeGroup + "=" + group})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		return list.Items
 	}
-	class := func(ctx context.Context, name string, spec autoscalingv1alpha1.ProvisioningClassSpec) {
-		spec.Handler = autoscalingv1alpha1.HandlerAtomicScaleUp
-		_, err := e.gc.AutoscalingV1alpha1().ProvisioningClasses().Create(ctx,
-			&autoscalingv1alpha1.ProvisioningClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+	// class creates an atomic-scale-up class, deleted after the spec.
+	class := func(ctx context.Context, c *wrappers.ProvisioningClassWrapper) {
+		_, err := e.gc.AutoscalingV1alpha1().ProvisioningClasses().Create(ctx, c.Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.DeferCleanup(func(ctx context.Context) {
-			_ = e.gc.AutoscalingV1alpha1().ProvisioningClasses().Delete(ctx, name, metav1.DeleteOptions{})
+			_ = e.gc.AutoscalingV1alpha1().ProvisioningClasses().Delete(ctx, c.Name, metav1.DeleteOptions{})
 		})
 	}
+	atomic := func(name string) *wrappers.ProvisioningClassWrapper {
+		return wrappers.MakeProvisioningClass(name, autoscalingv1alpha1.HandlerAtomicScaleUp)
+	}
 	// A pod of 6 CPUs takes a node of its group alone.
-	inGroup := func(group string) func(*corev1.PodSpec) {
-		return func(s *corev1.PodSpec) {
-			s.NodeSelector = map[string]string{nodegroups.LabelNodeGroup: group}
-			s.Tolerations = []corev1.Toleration{{Key: "gantry.dev/failure-injection", Operator: corev1.TolerationOpExists}}
-		}
+	groupTemplate := func(group string) *wrappers.PodTemplateWrapper {
+		return wrappers.MakePodTemplate(group, f.Namespace).Requests("cpu", "6").
+			NodeSelector(nodegroups.LabelNodeGroup, group).Toleration("gantry.dev/failure-injection")
 	}
 	groupPod := func(ctx context.Context, name, group, consumes string) {
-		p := MakePod(name, f.Namespace).Requests("cpu", "6", "memory", "64Mi").NodeSelector(nodegroups.LabelNodeGroup, group)
+		p := wrappers.MakePod(name, f.Namespace).Requests("cpu", "6", "memory", "64Mi").NodeSelector(nodegroups.LabelNodeGroup, group)
 		if consumes != "" {
 			p.Annotation(provv1.AnnotationConsume, consumes)
 		}
-		p.NoGrace()
-		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p.Obj(), metav1.CreateOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		f.CreatePod(ctx, p)
 	}
 	deleteRequest := func(ctx context.Context, name string) {
 		gomega.Expect(e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(gomega.Succeed())
@@ -67,12 +64,11 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 			return apierrors.IsNotFound(err)
 		}).Should(gomega.BeTrue(), "request %s still there (its finalizer releases the booking)", name)
 	}
-	seconds := func(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
 	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
 		e = newEnv(f)
-		e.template(ctx, "general", "6", inGroup("general"))
-		e.template(ctx, "flaky", "6", inGroup("flaky"))
+		e.template(ctx, groupTemplate("general"))
+		e.template(ctx, groupTemplate("flaky"))
 		// Registered first, so it runs last: every spec leaves the cluster
 		// as it found it, with no node the provisioner made.
 		ginkgo.DeferCleanup(func(ctx context.Context) {
@@ -119,9 +115,8 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 	})
 
 	ginkgo.It("rolls back an attempt with a node that never comes up, retries, and fails when the validity ends", func(ctx ginkgo.SpecContext) {
-		class(ctx, "e2e-flaky", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"flaky"},
-			ProvisioningTimeout: seconds(5 * time.Second), ValidUntilSeconds: ptr.To[int32](20),
-			Backoff: &autoscalingv1alpha1.Backoff{Initial: seconds(time.Second), Max: seconds(time.Second)}})
+		class(ctx, atomic("e2e-flaky").NodeGroups("flaky").
+			ProvisioningTimeout(5*time.Second).ValidUntilSeconds(20).Backoff(time.Second, time.Second))
 		pr := e.request(ctx, "flaky", "e2e-flaky", "flaky", 3, nil)
 		e.waitConditionStatus(ctx, "flaky", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonScalingUp)
 		gomega.Expect(len(groupNodes(ctx, "flaky"))).To(gomega.BeNumerically("<=", 3))
@@ -136,16 +131,16 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 	})
 
 	ginkgo.It("stops an attempt in flight when its request is deleted and removes its nodes", func(ctx ginkgo.SpecContext) {
-		class(ctx, "e2e-flaky-patient", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"flaky"}})
+		class(ctx, atomic("e2e-flaky-patient").NodeGroups("flaky"))
 		e.request(ctx, "cancelled", "e2e-flaky-patient", "flaky", 3, nil)
 		e.waitConditionStatus(ctx, "cancelled", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonScalingUp)
 		gomega.Expect(groupNodes(ctx, "flaky")).To(gomega.HaveLen(3))
 		deleteRequest(ctx, "cancelled")
-		framework.Eventually(ctx, func() []corev1.Node { return groupNodes(ctx, "flaky") }).Should(gomega.BeEmpty())
+		framework.Eventually(ctx, func() []v1.Node { return groupNodes(ctx, "flaky") }).Should(gomega.BeEmpty())
 	})
 
 	ginkgo.It("scales the nodes of an expired booking down, and no other node", func(ctx ginkgo.SpecContext) {
-		class(ctx, "e2e-brief", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"general"}, BookingDuration: seconds(5 * time.Second)})
+		class(ctx, atomic("e2e-brief").NodeGroups("general").BookingDuration(5*time.Second))
 		before, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodes.ManagedLabel + "=true"})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		e.request(ctx, "brief", "e2e-brief", "general", 3, nil)
@@ -153,7 +148,7 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 		gomega.Expect(groupNodes(ctx, "general")).To(gomega.HaveLen(3))
 		e.waitCondition(ctx, "brief", provv1.ConditionBookingExpired, provisioning.ReasonBookingExpired)
 		start := time.Now()
-		framework.Eventually(ctx, func() []corev1.Node { return groupNodes(ctx, "general") }).Should(gomega.BeEmpty())
+		framework.Eventually(ctx, func() []v1.Node { return groupNodes(ctx, "general") }).Should(gomega.BeEmpty())
 		ginkgo.GinkgoWriter.Printf("scaled down %s after the booking expired\n", time.Since(start).Round(time.Second))
 		after, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodes.ManagedLabel + "=true"})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())

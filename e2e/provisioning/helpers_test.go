@@ -9,9 +9,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
@@ -19,6 +17,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // env is what the specs act through: the framework's namespace and
@@ -37,9 +36,7 @@ func newEnv(f *framework.Framework) *env {
 // request creates a request for count pods of a PodTemplate, deleted when
 // the spec ends.
 func (e *env) request(ctx context.Context, name, class, template string, count int, params map[string]provv1.Parameter) *provv1.ProvisioningRequest {
-	pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: e.f.Namespace, Name: name},
-		Spec: provv1.ProvisioningRequestSpec{ProvisioningClassName: class, Parameters: params,
-			PodSets: []provv1.PodSet{{PodTemplateRef: provv1.Reference{Name: template}, Count: int32(count)}}}}
+	pr := wrappers.MakeProvisioningRequest(name, e.f.Namespace, class).PodSet(template, int32(count)).Parameters(params).Obj()
 	created, err := e.gc.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Create(ctx, pr, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	ginkgo.DeferCleanup(func(ctx context.Context) {
@@ -96,15 +93,10 @@ func (e *env) nodeOf(ctx context.Context, name string) string {
 	return p.Spec.NodeName
 }
 
-// template creates a PodTemplate of one container requesting cpu.
-func (e *env) template(ctx context.Context, name, cpu string, mutate func(*corev1.PodSpec)) {
-	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}
-	if mutate != nil {
-		mutate(&spec)
-	}
-	t := &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: e.f.Namespace, Name: name}, Template: corev1.PodTemplateSpec{Spec: spec}}
-	_, err := e.f.Client.CoreV1().PodTemplates(e.f.Namespace).Create(ctx, t, metav1.CreateOptions{})
+// template creates t in the spec's namespace.
+func (e *env) template(ctx context.Context, t *wrappers.PodTemplateWrapper) {
+	t.Namespace = e.f.Namespace
+	_, err := e.f.Client.CoreV1().PodTemplates(e.f.Namespace).Create(ctx, t.Obj(), metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 }
 

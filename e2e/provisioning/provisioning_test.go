@@ -8,15 +8,15 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelProvisioning), ginkgo.Serial, func() {
@@ -33,7 +33,7 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 			cpus += int(n.Status.Allocatable.Cpu().Value())
 		}
 		gomega.Expect(cpus).To(gomega.BeNumerically(">=", 4))
-		e.template(ctx, "workers", "1", nil)
+		e.template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
 		ginkgo.DeferCleanup(func(ctx context.Context) { f.DeletePods(ctx) })
 	})
 
@@ -41,13 +41,11 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		return e.request(ctx, name, provv1.ClassCheckCapacity, "workers", count, params)
 	}
 	pod := func(ctx context.Context, name string, consumes string) {
-		p := MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi")
+		p := wrappers.MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi")
 		if consumes != "" {
 			p.Annotation(provv1.AnnotationConsume, consumes)
 		}
-		p.NoGrace()
-		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p.Obj(), metav1.CreateOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		f.CreatePod(ctx, p)
 	}
 	ginkgo.It("books the whole cluster for a request that fits, keeps other pods off it, lets the request's pods in, and releases it when deleted", func(ctx ginkgo.SpecContext) {
 		ginkgo.By(fmt.Sprintf("requesting capacity for %d one-CPU pods, all the kwok nodes hold", cpus))
@@ -78,8 +76,8 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 	})
 
 	ginkgo.It("fails a request its namespace's quota cannot admit, booking nothing", func(ctx ginkgo.SpecContext) {
-		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "cpu"},
-			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("1")}}}
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("1")}}}
 		_, err := f.Client.CoreV1().ResourceQuotas(f.Namespace).Create(ctx, q, metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		pr := create(ctx, "greedy", 2, nil)
@@ -91,11 +89,8 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 	ginkgo.It("lets gated consumer pods, as Kueue makes them, be narrowed to the booked nodes and ungated in one update", func(ctx ginkgo.SpecContext) {
 		ginkgo.By("creating two gated pods that consume the request, and the request")
 		for _, name := range []string{"worker-0", "worker-1"} {
-			p := MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi").Gated("kueue.x-k8s.io/admission").
-				Annotation(provv1.AnnotationConsume, "gated")
-			p.NoGrace()
-			_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p.Obj(), metav1.CreateOptions{})
-			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			f.CreatePod(ctx, wrappers.MakePod(name, f.Namespace).Requests("cpu", "1", "memory", "64Mi").Gated("kueue.x-k8s.io/admission").
+				Annotation(provv1.AnnotationConsume, "gated"))
 		}
 		pr := create(ctx, "gated", 2, nil)
 		e.waitCondition(ctx, "gated", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
@@ -115,12 +110,12 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 
 		ginkgo.By(fmt.Sprintf("narrowing each pod to %v and removing its gate in the same update", nodeNames))
 		for _, name := range []string{"worker-0", "worker-1"} {
-			p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+			live, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			p := &wrappers.PodWrapper{Pod: *live}
 			p.Spec.SchedulingGates = nil
-			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{Term(In(corev1.LabelHostname, nodeNames...))}}}}
-			_, err = f.Client.CoreV1().Pods(f.Namespace).Update(ctx, p, metav1.UpdateOptions{})
+			p.RequiredTerms(wrappers.Term(wrappers.In(v1.LabelHostname, nodeNames...)))
+			_, err = f.Client.CoreV1().Pods(f.Namespace).Update(ctx, p.Obj(), metav1.UpdateOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "kube-apiserver refused the narrowing update of gated pod %s", name)
 		}
 		for _, name := range []string{"worker-0", "worker-1"} {

@@ -5,15 +5,13 @@ package specs
 
 import (
 	"context"
-	"strings"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -24,16 +22,12 @@ import (
 	"github.com/gantry-dev/gantry/admission/qos"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	. "github.com/gantry-dev/gantry/test/wrappers" // builders read as a DSL
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // bestEffortProfile is the second scheduler profile of the local cluster
 // (kind/config/kube-scheduler.yaml).
 const bestEffortProfile = "gantry-best-effort"
-
-func rule(pred policyv1alpha1.PolicyPredicate, act policyv1alpha1.PolicyAction) policyv1alpha1.MetadataPolicyRule {
-	return policyv1alpha1.MetadataPolicyRule{PolicyPredicate: pred, PolicyAction: act}
-}
 
 func lacks(key string) policyv1alpha1.PolicyPredicate {
 	return policyv1alpha1.PolicyPredicate{LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -53,24 +47,31 @@ type client struct {
 	dyn dynamic.Interface
 }
 
-// create writes a policy and waits until the plugin has it in effect: its
-// Ready condition is written only after the plugin loaded it.
-func (c *client) create(ctx context.Context, name string, spec policyv1alpha1.MetadataPolicySpec) *policyv1alpha1.MetadataPolicy {
-	p := &policyv1alpha1.MetadataPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.f.Namespace},
-		Spec:       spec,
-	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+// policy is a policy of the spec's namespace.
+func (c *client) policy(name string) *wrappers.MetadataPolicyWrapper {
+	return wrappers.MakeMetadataPolicy(name, c.f.Namespace)
+}
+
+// submit writes a policy through the dynamic client (the policy types are
+// not in a typed clientset) and returns the API's answer.
+func (c *client) submit(ctx context.Context, p *wrappers.MetadataPolicyWrapper) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.Obj())
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(c.f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
-	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating policy %s", name)
+	return err
+}
+
+// create writes a policy and waits until the plugin has it in effect: its
+// Ready condition is written only after the plugin loaded it.
+func (c *client) create(ctx context.Context, p *wrappers.MetadataPolicyWrapper) *policyv1alpha1.MetadataPolicy {
+	ginkgo.GinkgoHelper()
+	gomega.Expect(c.submit(ctx, p)).To(gomega.Succeed(), "creating policy %s", p.Name)
+	var got *policyv1alpha1.MetadataPolicy
 	framework.Eventually(ctx, func(g gomega.Gomega) {
-		got := c.get(ctx, name)
-		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, policyv1alpha1.ConditionReady)).To(gomega.BeTrue(), "policy %s not Ready: %v", name, got.Status.Conditions)
-		p = got
+		got = c.get(ctx, p.Name)
+		g.Expect(apimeta.IsStatusConditionTrue(got.Status.Conditions, policyv1alpha1.ConditionReady)).To(gomega.BeTrue(), "policy %s not Ready: %v", p.Name, got.Status.Conditions)
 	}).Should(gomega.Succeed())
-	return p
+	return got
 }
 
 func (c *client) get(ctx context.Context, name string) *policyv1alpha1.MetadataPolicy {
@@ -81,16 +82,8 @@ func (c *client) get(ctx context.Context, name string) *policyv1alpha1.MetadataP
 	return &p
 }
 
-func (c *client) createPod(ctx context.Context, p *corev1.Pod) (*corev1.Pod, error) {
+func (c *client) createPod(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
 	return c.f.Client.CoreV1().Pods(c.f.Namespace).Create(ctx, p, metav1.CreateOptions{})
-}
-
-func resources(cpu, mem string, limits bool) corev1.ResourceRequirements {
-	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
-	if limits {
-		return corev1.ResourceRequirements{Requests: rl, Limits: rl}
-	}
-	return corev1.ResourceRequirements{Requests: rl}
 }
 
 // Register defines the specs for a deployment ("in-process" or "webhook").
@@ -110,16 +103,12 @@ func specs() {
 	})
 
 	ginkgo.It("annotates pods with their QoS class", func(ctx ginkgo.SpecContext) {
-		for name, res := range map[string]*corev1.ResourceRequirements{
-			"BestEffort": nil,
-			"Burstable":  ptr(resources("100m", "64Mi", false)),
-			"Guaranteed": ptr(resources("100m", "64Mi", true)),
+		for name, p := range map[string]*wrappers.PodWrapper{
+			"BestEffort": wrappers.MakePod("besteffort", f.Namespace),
+			"Burstable":  wrappers.MakePod("burstable", f.Namespace).Requests("cpu", "100m", "memory", "64Mi"),
+			"Guaranteed": guaranteed(wrappers.MakePod("guaranteed", f.Namespace)),
 		} {
-			p := MakePod(strings.ToLower(name), f.Namespace).Obj()
-			if res != nil {
-				p.Spec.Containers[0].Resources = *res
-			}
-			created, err := c.createPod(ctx, p)
+			created, err := c.createPod(ctx, p.Obj())
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
 			gomega.Expect(created.Annotations).To(gomega.HaveKeyWithValue(qos.Annotation, name))
 			gomega.Expect(string(created.Status.QOSClass)).To(gomega.Or(gomega.BeEmpty(), gomega.Equal(name)))
@@ -127,24 +116,22 @@ func specs() {
 	})
 
 	ginkgo.It("defaults a label, stamps annotations and rejects pods lacking a required label", func(ctx ginkgo.SpecContext) {
-		c.create(ctx, "defaults", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(lacks("tier"), policyv1alpha1.PolicyAction{UpdatedLabels: labels("tier", "standard")}),
-			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedAnnotations: map[string]policyv1alpha1.AnnotationValue{"gantry.dev/stamped-by": "defaults"}}),
-		}})
-		c.create(ctx, "require-team", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}),
-		}})
+		c.create(ctx, c.policy("defaults").
+			Rule(lacks("tier"), policyv1alpha1.PolicyAction{UpdatedLabels: labels("tier", "standard")}).
+			Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedAnnotations: map[string]policyv1alpha1.AnnotationValue{"gantry.dev/stamped-by": "defaults"}}))
+		c.create(ctx, c.policy("require-team").
+			Rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}))
 
-		created, err := c.createPod(ctx, MakePod("ok", f.Namespace).Label("team", "a").Obj())
+		created, err := c.createPod(ctx, wrappers.MakePod("ok", f.Namespace).Label("team", "a").Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(created.Labels).To(gomega.HaveKeyWithValue("tier", "standard"))
 		gomega.Expect(created.Annotations).To(gomega.HaveKeyWithValue("gantry.dev/stamped-by", "defaults"))
 
-		kept, err := c.createPod(ctx, MakePod("explicit-tier", f.Namespace).Label("team", "a").Label("tier", "gold").Obj())
+		kept, err := c.createPod(ctx, wrappers.MakePod("explicit-tier", f.Namespace).Label("team", "a").Label("tier", "gold").Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(kept.Labels).To(gomega.HaveKeyWithValue("tier", "gold"), "a default must not override an explicit label")
 
-		_, err = c.createPod(ctx, MakePod("no-team", f.Namespace).Obj())
+		_, err = c.createPod(ctx, wrappers.MakePod("no-team", f.Namespace).Obj())
 		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "want 403 Forbidden, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("rejected by MetadataPolicy " + f.Namespace + "/require-team rule 0"))
 		_, err = f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "no-team", metav1.GetOptions{})
@@ -152,22 +139,17 @@ func specs() {
 	})
 
 	ginkgo.It("routes BestEffort pods to a second scheduler profile, which schedules them", func(ctx ginkgo.SpecContext) {
-		c.create(ctx, "route-best-effort", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{qos.Annotation: "BestEffort"}}},
-				policyv1alpha1.PolicyAction{SchedulerName: bestEffortProfile}),
-		}})
-		be, err := c.createPod(ctx, MakePod("best-effort", f.Namespace).Obj())
+		c.create(ctx, c.policy("route-best-effort").
+			Rule(policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{qos.Annotation: "BestEffort"}}},
+				policyv1alpha1.PolicyAction{SchedulerName: bestEffortProfile}))
+		be, err := c.createPod(ctx, wrappers.MakePod("best-effort", f.Namespace).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(be.Spec.SchedulerName).To(gomega.Equal(bestEffortProfile))
-		gu, err := c.createPod(ctx, func() *corev1.Pod {
-			p := MakePod("guaranteed", f.Namespace).Obj()
-			p.Spec.Containers[0].Resources = resources("100m", "64Mi", true)
-			return p
-		}())
+		gu, err := c.createPod(ctx, guaranteed(wrappers.MakePod("guaranteed", f.Namespace)).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		gomega.Expect(gu.Spec.SchedulerName).To(gomega.Equal(corev1.DefaultSchedulerName))
+		gomega.Expect(gu.Spec.SchedulerName).To(gomega.Equal(v1.DefaultSchedulerName))
 
-		for pod, profile := range map[string]string{"best-effort": bestEffortProfile, "guaranteed": corev1.DefaultSchedulerName} {
+		for pod, profile := range map[string]string{"best-effort": bestEffortProfile, "guaranteed": v1.DefaultSchedulerName} {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
 					FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "Scheduled"}.String()})
@@ -179,10 +161,9 @@ func specs() {
 	})
 
 	ginkgo.It("in Audit mode changes nothing but reports", func(ctx ginkgo.SpecContext) {
-		c.create(ctx, "audit", policyv1alpha1.MetadataPolicySpec{Enforcement: policyv1alpha1.Audit, Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}),
-		}})
-		created, err := c.createPod(ctx, MakePod("audited", f.Namespace).Obj())
+		c.create(ctx, c.policy("audit").Enforcement(policyv1alpha1.Audit).
+			Rule(lacks("team"), policyv1alpha1.PolicyAction{Reject: true}))
+		created, err := c.createPod(ctx, wrappers.MakePod("audited", f.Namespace).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "an Audit policy must not reject")
 		gomega.Expect(created.Labels).NotTo(gomega.HaveKey("team"))
 		framework.Eventually(ctx, func(g gomega.Gomega) {
@@ -195,10 +176,8 @@ func specs() {
 	})
 
 	ginkgo.It("resolves conflicting writes deterministically and surfaces them as a condition", func(ctx ginkgo.SpecContext) {
-		c.create(ctx, "a-team-x", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "x")})}})
-		c.create(ctx, "b-team-y", policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-			rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "y")})}})
+		c.create(ctx, c.policy("a-team-x").Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "x")}))
+		c.create(ctx, c.policy("b-team-y").Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("team", "y")}))
 		for _, name := range []string{"a-team-x", "b-team-y"} {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				cond := apimeta.FindStatusCondition(c.get(ctx, name).Status.Conditions, policyv1alpha1.ConditionConflict)
@@ -207,24 +186,17 @@ func specs() {
 				g.Expect(cond.Message).To(gomega.ContainSubstring("label team"))
 			}).Should(gomega.Succeed(), "policy %s", name)
 		}
-		created, err := c.createPod(ctx, MakePod("contested", f.Namespace).Obj())
+		created, err := c.createPod(ctx, wrappers.MakePod("contested", f.Namespace).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(created.Labels).To(gomega.HaveKeyWithValue("team", "x"), "the earlier policy by name wins")
 	})
 
 	ginkgo.It("applies a ClusterMetadataPolicy in the namespaces it selects only", func(ctx ginkgo.SpecContext) {
 		name := "e2e-" + f.Namespace
-		p := &policyv1alpha1.ClusterMetadataPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "ClusterMetadataPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: policyv1alpha1.ClusterMetadataPolicySpec{
-				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{f.Namespace}}}},
-				MetadataPolicySpec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-					rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("cluster-policy", "applied")}),
-				}},
-			},
-		}
+		p := wrappers.MakeClusterMetadataPolicy(name).
+			NamespaceSelector(&metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: []string{f.Namespace}}}}).
+			Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("cluster-policy", "applied")}).Obj()
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		res := c.dyn.Resource(metadatapolicy.ClusterMetadataPoliciesResource)
@@ -239,42 +211,37 @@ func specs() {
 			g.Expect(apimeta.IsStatusConditionTrue(cp.Status.Conditions, policyv1alpha1.ConditionReady)).To(gomega.BeTrue())
 		}).Should(gomega.Succeed())
 
-		selected, err := c.createPod(ctx, MakePod("selected", f.Namespace).Obj())
+		selected, err := c.createPod(ctx, wrappers.MakePod("selected", f.Namespace).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(selected.Labels).To(gomega.HaveKeyWithValue("cluster-policy", "applied"))
 
-		other, err := f.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: f.Namespace + "-other-"}}, metav1.CreateOptions{})
+		other, err := f.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: f.Namespace + "-other-"}}, metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) error {
 			return f.Client.CoreV1().Namespaces().Delete(ctx, other.Name, metav1.DeleteOptions{})
 		})
-		outside, err := f.Client.CoreV1().Pods(other.Name).Create(ctx, MakePod("outside", other.Name).Obj(), metav1.CreateOptions{})
+		outside, err := f.Client.CoreV1().Pods(other.Name).Create(ctx, wrappers.MakePod("outside", other.Name).Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(outside.Labels).NotTo(gomega.HaveKey("cluster-policy"))
 	})
 
 	ginkgo.It("rejects an invalid policy with a message naming the field", func(ctx ginkgo.SpecContext) {
-		p := &policyv1alpha1.MetadataPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: "invalid", Namespace: f.Namespace},
-			Spec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{
-				rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{Reject: true, UpdatedLabels: labels("a", "b")}),
-				rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("not a key", "b")}),
-			}},
-		}
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		p := c.policy("invalid").
+			Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{Reject: true, UpdatedLabels: labels("a", "b")}).
+			Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("not a key", "b")})
+		err := c.submit(ctx, p)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction"))
 
 		p.Spec.Rules = p.Spec.Rules[1:]
-		u, err = runtime.DefaultUnstructuredConverter.ToUnstructured(p)
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		_, err = c.dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(f.Namespace).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+		err = c.submit(ctx, p)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction.updatedLabels[not a key]"))
 	})
 }
 
-func ptr[T any](v T) *T { return &v }
+// guaranteed gives the pod's container limits equal to requests of 100m
+// CPU and 64Mi: the Guaranteed QoS class.
+func guaranteed(p *wrappers.PodWrapper) *wrappers.PodWrapper {
+	return p.Requests("cpu", "100m", "memory", "64Mi").Limits("cpu", "100m", "memory", "64Mi")
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,8 +21,8 @@ import (
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/test/wrappers"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // LabelLatency marks the latency measurement: `make bench-e2e` runs it; the
@@ -107,7 +107,7 @@ var _ = framework.Describe("Admission latency", ginkgo.Label(framework.LabelMeta
 // effect (skip: the namespace bypasses the webhook; its policies are then
 // never consulted).
 func prepare(ctx context.Context, c kubernetes.Interface, dyn dynamic.Interface, name string, skip bool) string {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if skip {
 		ns.Labels = map[string]string{skipWebhookLabel: "true"}
 	}
@@ -120,14 +120,10 @@ func prepare(ctx context.Context, c kubernetes.Interface, dyn dynamic.Interface,
 		return name // no policies
 	}
 	for i := range latencyPolicies {
-		p := &policyv1alpha1.MetadataPolicy{
-			TypeMeta:   metav1.TypeMeta{APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: "MetadataPolicy"},
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("policy-%03d", i), Namespace: name},
-			Spec: policyv1alpha1.MetadataPolicySpec{Rules: []policyv1alpha1.MetadataPolicyRule{{
-				PolicyPredicate: policyv1alpha1.PolicyPredicate{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", i)}}},
-				PolicyAction:    policyv1alpha1.PolicyAction{UpdatedLabels: map[string]policyv1alpha1.LabelValue{"team": policyv1alpha1.LabelValue(fmt.Sprintf("team-%d", i))}},
-			}}},
-		}
+		p := wrappers.MakeMetadataPolicy(fmt.Sprintf("policy-%03d", i), name).Rule(
+			policyv1alpha1.PolicyPredicate{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": fmt.Sprintf("app-%d", i)}}},
+			policyv1alpha1.PolicyAction{UpdatedLabels: map[string]policyv1alpha1.LabelValue{"team": policyv1alpha1.LabelValue(fmt.Sprintf("team-%d", i))}},
+		).Obj()
 		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		_, err = dyn.Resource(metadatapolicy.MetadataPoliciesResource).Namespace(name).Create(ctx, &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})

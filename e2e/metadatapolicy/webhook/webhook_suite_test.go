@@ -31,8 +31,8 @@ import (
 	"github.com/gantry-dev/gantry/admission/webhook"
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/test/wrappers"
 	"github.com/gantry-dev/gantry/e2e/metadatapolicy/specs"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 func TestWebhook(t *testing.T) {
