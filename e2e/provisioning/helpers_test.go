@@ -17,6 +17,8 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/util"
+	utilgomega "github.com/gantry-dev/gantry/test/util/gomega"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -48,27 +50,17 @@ func (e *env) request(ctx context.Context, name, class, template string, count i
 // waitCondition waits until the request has condition typ True with
 // reason.
 func (e *env) waitCondition(ctx context.Context, name, typ, reason string) *metav1.Condition {
-	return e.waitFor(ctx, name, typ, metav1.ConditionTrue, reason)
+	ginkgo.GinkgoHelper()
+	return e.waitConditionStatus(ctx, name, typ, metav1.ConditionTrue, reason)
 }
 
 // waitConditionStatus waits until the request has condition typ with
-// status and reason.
+// status and reason (util.WaitForProvisioningRequestCondition, as the
+// integration tests); a failure points at the spec's line.
 func (e *env) waitConditionStatus(ctx context.Context, name, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {
-	return e.waitFor(ctx, name, typ, status, reason)
-}
-
-// waitFor is called by the two above only: failures point at their caller.
-func (e *env) waitFor(ctx context.Context, name, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {
-	var c *metav1.Condition
-	framework.Eventually(ctx, func(g gomega.Gomega) {
-		pr, err := e.gc.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Get(ctx, name, metav1.GetOptions{})
-		g.Expect(err).NotTo(gomega.HaveOccurred())
-		c = meta.FindStatusCondition(pr.Status.Conditions, typ)
-		g.Expect(c).NotTo(gomega.BeNil(), "no %s condition yet: %v", typ, pr.Status.Conditions)
-		g.Expect(c.Status).To(gomega.Equal(status), "%s: %v", typ, pr.Status.Conditions)
-		g.Expect(c.Reason).To(gomega.Equal(reason), "%s: %v", typ, pr.Status.Conditions)
-	}).WithOffset(2).Should(gomega.Succeed())
-	return c
+	ginkgo.GinkgoHelper()
+	pr := utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, e.gc, e.f.Namespace, name, typ, status, reason))
+	return meta.FindStatusCondition(pr.Status.Conditions, typ)
 }
 
 // reservations are the request's bookings.

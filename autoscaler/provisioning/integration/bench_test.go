@@ -4,19 +4,19 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
-	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // BenchmarkCheckCapacity100Requests: 100 check-capacity requests of 10
@@ -29,7 +29,7 @@ import (
 func BenchmarkCheckCapacity100Requests(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
-		e := &env{Env: schedtest.Setup(b), t: b}
+		e := newEnv(b)
 		e.CreateNodes(20, "64")
 		e.StartScheduler(schedtest.GantryProfile)
 		e.startProvisioner()
@@ -40,25 +40,22 @@ func BenchmarkCheckCapacity100Requests(b *testing.B) {
 			e.request("default", fmt.Sprintf("r-%03d", i), provv1.ClassCheckCapacity, "workers", 10, nil)
 		}
 		var booked, placed time.Duration
-		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := util.Poll(context.Background(), util.BenchmarkTimeout, "every request Provisioned", func(ctx context.Context) (bool, error) {
 			if rs, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{}); err == nil {
-				available, pods := 0, 0
+				pods := 0
 				for _, r := range rs.Items {
 					pods += provisioning.BookedPods(&r)
-					if r.Status.Phase == schedv1alpha1.ReservationAvailable {
-						available += provisioning.BookedPods(&r)
-					}
 				}
 				if booked == 0 && pods == 1000 {
 					booked = time.Since(start)
 				}
-				if placed == 0 && available == 1000 {
+				if placed == 0 && placedPods(rs.Items) == 1000 {
 					placed = time.Since(start)
 				}
 			}
 			list, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return false, nil
+				return false, err
 			}
 			done := 0
 			for _, pr := range list.Items {
@@ -66,12 +63,12 @@ func BenchmarkCheckCapacity100Requests(b *testing.B) {
 					done++
 				}
 			}
-			return done == 100, nil
+			return done == 100, fmt.Errorf("%d of 100 requests Provisioned", done)
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
 		if err != nil {
-			b.Fatalf("not every request Provisioned within 5m")
+			b.Fatal(err)
 		}
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-provisioned")
 		b.ReportMetric(booked.Seconds(), "s-to-all-booked")
@@ -89,7 +86,7 @@ func BenchmarkCheckCapacity100Requests(b *testing.B) {
 func BenchmarkAtomicScaleUp100Nodes(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
-		e := &env{Env: schedtest.Setup(b), t: b}
+		e := newEnv(b)
 		e.StartScheduler(schedtest.GantryProfile)
 		e.startKubelet()
 		e.startProvisioner(e.withNodeGroups)
@@ -99,7 +96,7 @@ func BenchmarkAtomicScaleUp100Nodes(b *testing.B) {
 		start := time.Now()
 		e.request("default", "hundred", "atomic-wide", "workers", 100, nil)
 		var created, ready, placed time.Duration
-		err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := util.Poll(context.Background(), util.BenchmarkTimeout, "request hundred Provisioned", func(ctx context.Context) (bool, error) {
 			nodes := e.groupNodes("wide")
 			if created == 0 && len(nodes) == 100 {
 				created = time.Since(start)
@@ -114,23 +111,20 @@ func BenchmarkAtomicScaleUp100Nodes(b *testing.B) {
 				ready = time.Since(start)
 			}
 			if rs, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{}); err == nil && placed == 0 {
-				available := 0
-				for _, r := range rs.Items {
-					if r.Status.Phase == schedv1alpha1.ReservationAvailable {
-						available += provisioning.BookedPods(&r)
-					}
-				}
-				if available == 100 {
+				if placedPods(rs.Items) == 100 {
 					placed = time.Since(start)
 				}
 			}
 			pr, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(ctx, "hundred", metav1.GetOptions{})
-			return err == nil && meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned), nil
+			if err != nil {
+				return false, err
+			}
+			return meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned), errors.New(util.DescribeProvisioningRequest(pr))
 		})
 		elapsed := time.Since(start)
 		b.StopTimer()
 		if err != nil {
-			b.Fatalf("not Provisioned within 5m")
+			b.Fatal(err)
 		}
 		if placed == 0 {
 			// Provisioned=True is written only once every booking is placed.
