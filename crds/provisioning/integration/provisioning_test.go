@@ -13,24 +13,14 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	"github.com/gantry-dev/gantry/crds/crdtest"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
+// request is a valid check-capacity request for 4 pods of PodTemplate
+// workers.
 func request(name string) *provv1.ProvisioningRequest {
-	return &provv1.ProvisioningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: provv1.ProvisioningRequestSpec{
-			ProvisioningClassName: provv1.ClassCheckCapacity,
-			PodSets:               []provv1.PodSet{{PodTemplateRef: provv1.Reference{Name: "workers"}, Count: 4}},
-			Parameters:            map[string]provv1.Parameter{provv1.ParameterValidUntilSeconds: "600"},
-		},
-	}
-}
-
-func class(name string, h autoscalingv1alpha1.Handler) *autoscalingv1alpha1.ProvisioningClass {
-	return &autoscalingv1alpha1.ProvisioningClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       autoscalingv1alpha1.ProvisioningClassSpec{Handler: h},
-	}
+	return wrappers.MakeProvisioningRequest(name, "default", provv1.ClassCheckCapacity).PodSet("workers", 4).
+		Parameter(provv1.ParameterValidUntilSeconds, "600").Obj()
 }
 
 func TestCRDs(t *testing.T) {
@@ -143,7 +133,7 @@ func TestCRDs(t *testing.T) {
 			}, wantErr: "spec.validUntilSeconds"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				c := class(strings.ReplaceAll(tc.name, " ", "-"), tc.handler)
+				c := wrappers.MakeProvisioningClass(strings.ReplaceAll(tc.name, " ", "-"), tc.handler).Obj()
 				if tc.edit != nil {
 					tc.edit(&c.Spec)
 				}

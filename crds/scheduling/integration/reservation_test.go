@@ -8,36 +8,24 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	restclient "k8s.io/client-go/rest"
 
 	typedv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/crds/crdtest"
-	schedulingv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // reservation is a valid Reservation: one pod owner, two requests.
-func reservation(name string) *schedulingv1alpha1.Reservation {
-	return &schedulingv1alpha1.Reservation{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: schedulingv1alpha1.ReservationSpec{
-			Template: schedulingv1alpha1.ReservationTemplate{
-				Requests: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("500m"),
-					corev1.ResourceMemory: resource.MustParse("1Gi"),
-				},
-			},
-			Owners: []schedulingv1alpha1.ReservationOwner{
-				{Object: podRef("web-0")},
-			},
-		},
-	}
+func reservation(name string) *schedv1alpha1.Reservation {
+	return wrappers.MakeReservation(name, "cpu", "500m", "memory", "1Gi").OwnerPod("default", "web-0").Obj()
 }
 
-func podRef(name string) *schedulingv1alpha1.OwnerReference {
-	return &schedulingv1alpha1.OwnerReference{Namespace: "default", Name: name}
+func podRef(name string) *schedv1alpha1.OwnerReference {
+	return &schedv1alpha1.OwnerReference{Namespace: "default", Name: name}
 }
 
 // TestReservation runs its checks on one control plane: starting one takes
@@ -55,88 +43,88 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 	for _, tc := range []struct {
 		name string
 		// create edits a valid reservation before it is created.
-		create func(r *schedulingv1alpha1.Reservation)
+		create func(r *schedv1alpha1.Reservation)
 		// update, when set, edits the created reservation, which is then
 		// updated; wantErr is then about the update.
-		update func(r *schedulingv1alpha1.Reservation)
+		update func(r *schedv1alpha1.Reservation)
 		// wantErr is a substring of the 422 Invalid error; "" accepts.
 		wantErr string
 	}{
 		{name: "valid"},
 		{name: "valid with ttl and a label selector owner",
-			create: func(r *schedulingv1alpha1.Reservation) {
+			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.TTL = &metav1.Duration{Duration: 10 * time.Minute}
-				r.Spec.Owners = append(r.Spec.Owners, schedulingv1alpha1.ReservationOwner{
+				r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Namespace: "default"})
 			}},
 		// The typed client sends a nil slice as null, which the API server
 		// drops (owners is not nullable): owners is missing.
 		{name: "owners missing",
-			create:  func(r *schedulingv1alpha1.Reservation) { r.Spec.Owners = nil },
+			create:  func(r *schedv1alpha1.Reservation) { r.Spec.Owners = nil },
 			wantErr: "spec.owners: Required value"},
 		{name: "owners empty",
-			create:  func(r *schedulingv1alpha1.Reservation) { r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{} },
+			create:  func(r *schedv1alpha1.Reservation) { r.Spec.Owners = []schedv1alpha1.ReservationOwner{} },
 			wantErr: "spec.owners: Invalid value: 0: spec.owners in body should have at least 1 items"},
 		{name: "requests absent",
-			create:  func(r *schedulingv1alpha1.Reservation) { r.Spec.Template.Requests = nil },
+			create:  func(r *schedv1alpha1.Reservation) { r.Spec.Template.Requests = nil },
 			wantErr: "spec.template.requests: Required value"},
 		{name: "requests empty",
-			create:  func(r *schedulingv1alpha1.Reservation) { r.Spec.Template.Requests = corev1.ResourceList{} },
+			create:  func(r *schedv1alpha1.Reservation) { r.Spec.Template.Requests = v1.ResourceList{} },
 			wantErr: "spec.template.requests: Invalid value: 0: spec.template.requests in body should have at least 1 properties"},
 		{name: "negative request",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Template.Requests[corev1.ResourceCPU] = resource.MustParse("-1")
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Template.Requests[v1.ResourceCPU] = resource.MustParse("-1")
 			},
 			wantErr: "spec.template.requests: Invalid value: requests must not be negative"},
 		{name: "both ttl and expires",
-			create: func(r *schedulingv1alpha1.Reservation) {
+			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.TTL = &metav1.Duration{Duration: time.Hour}
 				r.Spec.Expires = &metav1.Time{Time: time.Now().Add(time.Hour)}
 			},
 			wantErr: "spec: Invalid value: set at most one of ttl and expires"},
 		{name: "owner with object and controller",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Owners[0].Controller = &schedulingv1alpha1.OwnerReference{
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners[0].Controller = &schedv1alpha1.OwnerReference{
 					APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: "default", Name: "web"}
 			},
 			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
 		{name: "owner with object and labelSelector",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Owners = append(r.Spec.Owners, schedulingv1alpha1.ReservationOwner{
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
 					Object:        podRef("web-1"),
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Namespace: "default"})
 			},
 			wantErr: "spec.owners[1]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
 		{name: "labelSelector without namespace",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{
 					{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 			},
 			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
 		{name: "annotation without namespace",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
-					{Annotation: &schedulingv1alpha1.OwnerAnnotation{Key: "autoscaling.x-k8s.io/consume-provisioning-request", Value: "req"}}}
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{
+					{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "autoscaling.x-k8s.io/consume-provisioning-request", Value: "req"}}}
 			},
 			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
 		{name: "annotation with an empty key",
-			create: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Owners = []schedulingv1alpha1.ReservationOwner{
-					{Annotation: &schedulingv1alpha1.OwnerAnnotation{Value: "req"}, Namespace: "default"}}
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{
+					{Annotation: &schedv1alpha1.OwnerAnnotation{Value: "req"}, Namespace: "default"}}
 			},
 			wantErr: "spec.owners[0].annotation.key"},
 		{name: "template changed after create",
-			update: func(r *schedulingv1alpha1.Reservation) {
-				r.Spec.Template.Requests[corev1.ResourceCPU] = resource.MustParse("2")
+			update: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Template.Requests[v1.ResourceCPU] = resource.MustParse("2")
 			},
 			wantErr: "spec.template: Invalid value: template is immutable"},
 		{name: "template node selector added after create",
-			update: func(r *schedulingv1alpha1.Reservation) {
+			update: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Template.NodeSelector = map[string]string{"zone": "a"}
 			},
 			wantErr: "spec.template: Invalid value: template is immutable"},
 		{name: "owners and ttl changed after create",
-			update: func(r *schedulingv1alpha1.Reservation) {
+			update: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Owners[0].Object.Name = "web-1"
 				r.Spec.TTL = &metav1.Duration{Duration: time.Hour}
 			}},
@@ -175,12 +163,12 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 	}
 }
 
-func checkDefaults(t *testing.T, r *schedulingv1alpha1.Reservation) {
+func checkDefaults(t *testing.T, r *schedv1alpha1.Reservation) {
 	t.Helper()
 	if r.Spec.AllocateOnce == nil || !*r.Spec.AllocateOnce {
 		t.Errorf("spec.allocateOnce = %v, want the default true", r.Spec.AllocateOnce)
 	}
-	if got, want := r.Spec.Template.SchedulerName, corev1.DefaultSchedulerName; got != want {
+	if got, want := r.Spec.Template.SchedulerName, v1.DefaultSchedulerName; got != want {
 		t.Errorf("spec.template.schedulerName = %q, want the default %q", got, want)
 	}
 }
@@ -203,7 +191,7 @@ func testIntegerRequests(t *testing.T, rest restclient.Interface) {
 				"metadata": {"name": "` + tc.name + `"},
 				"spec": {"template": {"requests": ` + tc.requests + `},
 					"owners": [{"object": {"namespace": "default", "name": "web-0"}}]}}`
-			created := &schedulingv1alpha1.Reservation{}
+			created := &schedv1alpha1.Reservation{}
 			err := rest.Post().Resource("reservations").SetHeader("Content-Type", "application/json").
 				Body([]byte(body)).Do(ctx).Into(created)
 			crdtest.CheckErr(t, "create", err, tc.wantErr)
@@ -218,7 +206,7 @@ func testStatusSubresource(t *testing.T, reservations typedv1alpha1.ReservationI
 	ctx := context.Background()
 
 	r := reservation("status")
-	r.Status.Phase = schedulingv1alpha1.ReservationAvailable
+	r.Status.Phase = schedv1alpha1.ReservationAvailable
 	created, err := reservations.Create(ctx, r, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -229,13 +217,13 @@ func testStatusSubresource(t *testing.T, reservations typedv1alpha1.ReservationI
 
 	// UpdateStatus writes status, and only status.
 	withStatus := created.DeepCopy()
-	withStatus.Status = schedulingv1alpha1.ReservationStatus{
-		Phase:       schedulingv1alpha1.ReservationAvailable,
+	withStatus.Status = schedv1alpha1.ReservationStatus{
+		Phase:       schedv1alpha1.ReservationAvailable,
 		NodeName:    "node-a",
 		Allocatable: created.Spec.Template.Requests,
 		Conditions: []metav1.Condition{{
-			Type: schedulingv1alpha1.ConditionScheduled, Status: metav1.ConditionTrue,
-			Reason: schedulingv1alpha1.ReasonScheduled, LastTransitionTime: metav1.Now(),
+			Type: schedv1alpha1.ConditionScheduled, Status: metav1.ConditionTrue,
+			Reason: schedv1alpha1.ReasonScheduled, LastTransitionTime: metav1.Now(),
 		}},
 	}
 	withStatus.Spec.Owners[0].Object = podRef("web-1")
@@ -243,7 +231,7 @@ func testStatusSubresource(t *testing.T, reservations typedv1alpha1.ReservationI
 	if err != nil {
 		t.Fatalf("UpdateStatus: %v", err)
 	}
-	if afterStatus.Status.Phase != schedulingv1alpha1.ReservationAvailable || afterStatus.Status.NodeName != "node-a" ||
+	if afterStatus.Status.Phase != schedv1alpha1.ReservationAvailable || afterStatus.Status.NodeName != "node-a" ||
 		len(afterStatus.Status.Conditions) != 1 || afterStatus.Status.Allocatable.Cpu().Cmp(resource.MustParse("500m")) != 0 {
 		t.Errorf("UpdateStatus did not store the status: got %+v", afterStatus.Status)
 	}
@@ -254,7 +242,7 @@ func testStatusSubresource(t *testing.T, reservations typedv1alpha1.ReservationI
 	// A plain update writes spec and metadata, never status.
 	edited := afterStatus.DeepCopy()
 	edited.Labels = map[string]string{"edited": "true"}
-	edited.Status.Phase = schedulingv1alpha1.ReservationFailed
+	edited.Status.Phase = schedv1alpha1.ReservationFailed
 	edited.Status.NodeName = "node-b"
 	afterUpdate, err := reservations.Update(ctx, edited, metav1.UpdateOptions{})
 	if err != nil {
@@ -264,13 +252,13 @@ func testStatusSubresource(t *testing.T, reservations typedv1alpha1.ReservationI
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, got := range map[string]*schedulingv1alpha1.Reservation{"Update's response": afterUpdate, "the stored object": stored} {
+	for what, got := range map[string]*schedv1alpha1.Reservation{"Update's response": afterUpdate, "the stored object": stored} {
 		if got.Labels["edited"] != "true" {
 			t.Errorf("%s lacks the label the update set", what)
 		}
-		if got.Status.Phase != schedulingv1alpha1.ReservationAvailable || got.Status.NodeName != "node-a" {
+		if got.Status.Phase != schedv1alpha1.ReservationAvailable || got.Status.NodeName != "node-a" {
 			t.Errorf("a plain update changed status: %s has phase %q on %q, want %q on node-a",
-				what, got.Status.Phase, got.Status.NodeName, schedulingv1alpha1.ReservationAvailable)
+				what, got.Status.Phase, got.Status.NodeName, schedv1alpha1.ReservationAvailable)
 		}
 	}
 }
