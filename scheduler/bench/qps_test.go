@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -24,6 +23,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // Preemption throughput under the scheduler's own client rate limits.
@@ -108,7 +108,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32) {
 	createAll(b, e, low)
 	s := e.StartSchedulerQPS(profile, qps, burst)
 	// The scheduler starts measuring once its cache holds every bound pod.
-	poll(b, "scheduler cache filled", time.Minute, func() bool {
+	util.Must(b).Until(ctx, util.LongTimeout, "scheduler cache filled", func(context.Context) bool {
 		n, err := s.Sched.Cache.PodCount()
 		return err == nil && n == len(low)
 	})
@@ -120,7 +120,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32) {
 	b.StartTimer()
 	start := time.Now()
 	createAll(b, e, high)
-	poll(b, "preemptors bound", 10*time.Minute, func() bool {
+	util.Must(b).Until(ctx, util.BenchmarkTimeout, "preemptors bound", func(ctx context.Context) bool {
 		list, err := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "role=high"})
 		if err != nil {
 			return false
@@ -181,13 +181,5 @@ func createAll(b *testing.B, e *schedtest.Env, pods []*v1.Pod) {
 	case err := <-errs:
 		b.Fatal(err)
 	default:
-	}
-}
-
-func poll(b *testing.B, what string, timeout time.Duration, cond func() bool) {
-	b.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		b.Fatalf("%s: not within %v", what, timeout)
 	}
 }

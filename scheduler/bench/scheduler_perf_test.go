@@ -6,17 +6,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	_ "k8s.io/component-base/logs/json/register"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
@@ -26,9 +23,10 @@ import (
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/scheduler/app"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/test/integration/framework"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 func TestMain(m *testing.M) {
@@ -49,17 +47,13 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return current.PluginFactoryProxy(name, factory)(ctx, obj, h)
 		}
 	}
-	crdDir, err := filepath.Abs("../../crds")
-	if err != nil {
-		b.Fatal(err)
-	}
 	perf.RunBenchmarkPerfScheduling(b, "testdata/performance-config.yaml", "gantry", registry,
 		perf.WithPreRunFn(func(ktesting.TContext, *perf.Workload) (func(), error) {
 			current = frameworkext.New()
 			return nil, nil
 		}),
 		perf.WithPrepareFn(func(tCtx ktesting.TContext) error {
-			_, err := crds.Install(tCtx, tCtx.RESTConfig(), crdDir, time.Minute)
+			_, err := framework.InstallGantryCRDs(tCtx.RESTConfig())
 			return err
 		}),
 		perf.WithNodeUpdateFn(func(tCtx ktesting.TContext, sched *scheduler.Scheduler, w *perf.Workload, _ *v1.NodeList) error {
@@ -119,10 +113,10 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 		}
 	}
 	var available int
-	err = wait.PollUntilContextTimeout(tCtx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = util.PollSlowly(tCtx, util.BenchmarkTimeout, fmt.Sprintf("%d reservations Available", n), func(ctx context.Context) (bool, error) {
 		list, err := rs.List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, nil
+			return false, err
 		}
 		available = 0
 		for _, r := range list.Items {

@@ -16,9 +16,19 @@ import (
 // timeout Poll returns an error naming what was waited for, the timeout
 // and the last state.
 func Poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
+	return poll(ctx, Interval, timeout, what, cond)
+}
+
+// PollSlowly is Poll every SlowInterval, for a check that lists many
+// objects while a benchmark measures.
+func PollSlowly(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
+	return poll(ctx, SlowInterval, timeout, what, cond)
+}
+
+func poll(ctx context.Context, interval, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) error {
 	var last error
 	checks := 0
-	err := wait.PollUntilContextTimeout(ctx, Interval, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		checks++
 		done, err := cond(ctx)
 		if done {
