@@ -34,29 +34,13 @@ import (
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	"github.com/gantry-dev/gantry/scheduler/app"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/profiles"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 )
 
-// GantryProfile is the plugins section of Gantry's profile, as the local
-// cluster configures it.
-const GantryProfile = `  plugins:
-    multiPoint:
-      enabled:
-      - name: Reservation
-      - name: AsyncPreemption
-      disabled:
-      - name: DefaultPreemption
-    score:
-      enabled:
-      - name: Reservation
-        weight: 10
-    bind:
-      disabled:
-      - name: "*"
-      enabled:
-      - name: Reservation
-      - name: DefaultBinder
-`
+// GantryProfile is Gantry's profile (scheduler/profiles/gantry.yaml), as
+// the body of a profile for StartScheduler.
+var GantryProfile = profiles.Body(profiles.Gantry())
 
 // Env is a control plane with Gantry's CRDs and clients for it.
 type Env struct {
