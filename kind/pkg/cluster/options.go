@@ -33,7 +33,8 @@ type Options struct {
 	APIServerPort int
 	// SchedulerConfig is the KubeSchedulerConfiguration of kube-scheduler
 	// (default <Root>/kind/config/kube-scheduler.yaml: the default profile
-	// and a second one, gantry-best-effort).
+	// and a second one, gantry-best-effort, both generated from Gantry's
+	// profile in scheduler/profiles/gantry.yaml).
 	SchedulerConfig string
 	// APIServerArgs are extra kube-apiserver flags, "name=value" (without
 	// dashes), e.g. "disable-admission-plugins=MetadataPolicy".
