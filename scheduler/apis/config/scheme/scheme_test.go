@@ -7,23 +7,19 @@ import (
 
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/scheduler/apis/config"
+	"github.com/gantry-dev/gantry/scheduler/profiles"
 )
 
-const profile = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gantry
-  plugins:
-    multiPoint:
-      enabled:
-      - name: Reservation
-      - name: AsyncPreemption
-      disabled:
-      - name: DefaultPreemption
-  pluginConfig:
-`
+// profile is a configuration file of Gantry's profile (scheduler/profiles),
+// named gantry, up to its pluginConfig.
+var profile = func() string {
+	p := profiles.Gantry()
+	p.SchedulerName = ptr.To("gantry")
+	return string(profiles.Config("", p)) + "  pluginConfig:\n"
+}()
 
 // decode loads a configuration file as kube-scheduler does (its scheme's
 // strict universal decoder: defaulting, then conversion to internal).
