@@ -66,8 +66,8 @@ type shared struct {
 	// instance must have the same args (sameArgs).
 	args        *gantryconfig.ReservationArgs
 	argsProfile string
-	attached *scheduler.Scheduler
-	attachMu sync.Mutex
+	attached    *scheduler.Scheduler
+	attachMu    sync.Mutex
 	// preempting: scheduler names whose profile's PostFilter is run only by
 	// plugins that know reserve pods; there a pending reservation may preempt.
 	preempting atomic.Pointer[sets.Set[string]]
