@@ -169,7 +169,7 @@ func (c *statusController) reconcile(ctx context.Context, name string) (time.Dur
 				break
 			}
 			c.recordOwners(want)
-			if (want.Spec.AllocateOnce == nil || *want.Spec.AllocateOnce) && len(want.Status.CurrentOwners) > 0 {
+			if Consumed(want) {
 				want.Status.Phase = schedv1alpha1.ReservationSucceeded
 				o := want.Status.CurrentOwners[0]
 				setCondition(want, schedv1alpha1.ConditionReady, metav1.ConditionFalse, schedv1alpha1.ReasonAllocated,
@@ -217,7 +217,7 @@ func (c *statusController) recordOwners(r *schedv1alpha1.Reservation) {
 		reqs = append(reqs, a.requests)
 	}
 	r.Status.CurrentOwners = refs
-	allocated := sum(reqs...)
+	allocated := Sum(reqs...)
 	// Only what the reservation holds is allocated from it.
 	for name := range allocated {
 		if _, ok := r.Spec.Template.Requests[name]; !ok {

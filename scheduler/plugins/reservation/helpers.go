@@ -58,8 +58,9 @@ func subtract(a v1.ResourceList, bs ...v1.ResourceList) v1.ResourceList {
 	return out
 }
 
-// sum adds resource lists.
-func sum(ls ...v1.ResourceList) v1.ResourceList {
+// Sum adds resource lists, per resource name; status.allocated is the Sum
+// of the owners' requests.
+func Sum(ls ...v1.ResourceList) v1.ResourceList {
 	out := v1.ResourceList{}
 	for _, l := range ls {
 		for name, q := range l {

@@ -50,7 +50,7 @@ func (e *entry) phase() schedv1alpha1.ReservationPhase {
 }
 
 func (e *entry) allocateOnce() bool {
-	return e.r.Spec.AllocateOnce == nil || *e.r.Spec.AllocateOnce
+	return AllocateOnce(e.r)
 }
 
 // store is the Reservation plugin's state, shared by the plugin's instances
