@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Enforces the import direction of the tree:
 #   1. no package outside e2e/ imports e2e/ (test files and integration tests included);
-#   2. the production binaries link no test package and nothing of the cluster
+#   2. no scheduler plugin imports another plugin (they meet through frameworkext);
+#   3. the production binaries link no test package and nothing of the cluster
 #      program (kind/): nothing under test/ or e2e/, no Gantry package named
 #      *test or *testing, no integration package, and nothing from kind/ except
 #      in gantry-cluster itself.
@@ -25,7 +26,23 @@ while read -r pkg imports; do
   done
 done < <(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
 
-# 2. What each production binary links.
+# 2. Scheduler plugins meet through scheduler/frameworkext: no plugin package
+#    imports another plugin (a plugin's leaf packages of pure helpers, such as
+#    plugins/reservation/reservepod, may be shared).
+while read -r pkg imports; do
+  rel="${pkg#"${module}"/scheduler/plugins/}"
+  own="${rel%%/*}"
+  for imp in ${imports}; do
+    [[ "${imp}" == "${module}/scheduler/plugins/"* ]] || continue
+    other="${imp#"${module}"/scheduler/plugins/}"
+    if [[ "${other}" != "${own}" && "${other}" != */* ]]; then
+      echo "${pkg} imports plugin ${imp}: plugins meet through scheduler/frameworkext, not each other"
+      failed=1
+    fi
+  done
+done < <(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}}' ./scheduler/plugins/...)
+
+# 3. What each production binary links.
 binaries=(
   scheduler/cmd/kube-scheduler
   apiserver-patches/cmd/kube-apiserver
