@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates everything hack/verify.sh checks: the Kubernetes replace block,
 # tidy modules, formatting, generated API code, CRD YAML and typed clients,
-# scheduler plugin args code,
+# scheduler plugin args code, the scheduler configurations of scheduler/profiles,
 # Bazel metadata.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -15,5 +15,7 @@ go mod tidy
 gantry::generate_crds
 gantry::generate_clients
 gantry::generate_scheduler_config
+# The scheduler configurations generated from scheduler/profiles/gantry.yaml.
+go test ./scheduler/profiles -run TestGeneratedFilesAreCurrent -update >/dev/null
 gofmt -s -w $(git ls-files -co --exclude-standard '*.go')
 hack/update-bazel.sh

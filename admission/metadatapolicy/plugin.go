@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -101,7 +101,7 @@ func (p *Plugin) ValidateInitialization() error {
 	p.reviewer = &Reviewer{
 		Source:          p.source,
 		NamespaceLabels: namespaces.Labels,
-		Recorder:        broadcaster.NewRecorder(nil, corev1.EventSource{Component: "metadatapolicy-admission"}),
+		Recorder:        broadcaster.NewRecorder(nil, v1.EventSource{Component: "metadatapolicy-admission"}),
 		Deployment:      metrics.InProcess,
 	}
 	logCtx := klog.NewContext(ctx, klog.Background().WithName(PluginName))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -125,7 +125,7 @@ func (r *Reviewer) report(d *engine.Decision, what string, res *Result) {
 		for _, m := range d.Audited.Matched {
 			if !seen[m.Policy] && r.Recorder != nil {
 				seen[m.Policy] = true
-				r.Recorder.Eventf(policyRef(m.Policy), corev1.EventTypeNormal, reason, "%s: %s", what, summary)
+				r.Recorder.Eventf(policyRef(m.Policy), v1.EventTypeNormal, reason, "%s: %s", what, summary)
 			}
 		}
 	}
@@ -142,8 +142,8 @@ func (r *Reviewer) report(d *engine.Decision, what string, res *Result) {
 	}
 }
 
-func policyRef(p *engine.Policy) *corev1.ObjectReference {
-	return &corev1.ObjectReference{
+func policyRef(p *engine.Policy) *v1.ObjectReference {
+	return &v1.ObjectReference{
 		APIVersion: policyv1alpha1.SchemeGroupVersion.String(), Kind: p.Kind,
 		Namespace: p.Namespace, Name: p.Name, UID: p.UID,
 	}
@@ -188,7 +188,7 @@ type NamespaceLabelReader struct {
 func (r NamespaceLabelReader) Labels(ctx context.Context, name string) (map[string]string, error) {
 	ns, err := r.Lister.Get(name)
 	if apierrors.IsNotFound(err) {
-		var live *corev1.Namespace
+		var live *v1.Namespace
 		if live, err = r.Client.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			return live.Labels, nil
 		}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -56,7 +56,7 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 	isPod := req.Resource.Group == "" && req.Resource.Resource == "pods"
 	changed := false
 	if isPod {
-		var pod corev1.Pod
+		var pod v1.Pod
 		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -51,7 +51,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	reviewer := &metadatapolicy.Reviewer{
 		Source:          source,
 		NamespaceLabels: namespaces.Labels,
-		Recorder:        broadcaster.NewRecorder(nil, corev1.EventSource{Component: "gantry-webhook"}),
+		Recorder:        broadcaster.NewRecorder(nil, v1.EventSource{Component: "gantry-webhook"}),
 		Deployment:      metrics.Webhook,
 	}
 	go source.Run(ctx)

@@ -36,10 +36,10 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 	}
 	// class creates an atomic-scale-up class, deleted after the spec.
 	class := func(ctx context.Context, c *wrappers.ProvisioningClassWrapper) {
-		_, err := e.gc.AutoscalingV1alpha1().ProvisioningClasses().Create(ctx, c.Obj(), metav1.CreateOptions{})
+		_, err := e.f.Gantry.AutoscalingV1alpha1().ProvisioningClasses().Create(ctx, c.Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.DeferCleanup(func(ctx context.Context) {
-			_ = e.gc.AutoscalingV1alpha1().ProvisioningClasses().Delete(ctx, c.Name, metav1.DeleteOptions{})
+			_ = e.f.Gantry.AutoscalingV1alpha1().ProvisioningClasses().Delete(ctx, c.Name, metav1.DeleteOptions{})
 		})
 	}
 	atomic := func(name string) *wrappers.ProvisioningClassWrapper {
@@ -58,9 +58,9 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 		f.CreatePod(ctx, p)
 	}
 	deleteRequest := func(ctx context.Context, name string) {
-		gomega.Expect(e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(gomega.Succeed())
+		gomega.Expect(e.f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(gomega.Succeed())
 		framework.Eventually(ctx, func() bool {
-			_, err := e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+			_, err := e.f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, name, metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
 		}).Should(gomega.BeTrue(), "request %s still there (its finalizer releases the booking)", name)
 	}
@@ -84,7 +84,7 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 		c := e.waitCondition(ctx, "hundred", provv1.ConditionProvisioned, provv1.ReasonCapacityIsProvisioned)
 		ginkgo.GinkgoWriter.Printf("100 kwok nodes: request to Provisioned=True in %s: %s\n", time.Since(start).Round(time.Millisecond), c.Message)
 		gomega.Expect(groupNodes(ctx, "general")).To(gomega.HaveLen(100))
-		got, err := e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "hundred", metav1.GetOptions{})
+		got, err := e.f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "hundred", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		if n := got.Annotations[provisioning.AnnotationAttempts]; n != "" {
 			// Provisioned all the same, but a fault-free cluster should not
@@ -123,7 +123,7 @@ var _ = framework.Describe("ProvisioningRequest atomic scale-up", ginkgo.Label(f
 		c := e.waitCondition(ctx, "flaky", provv1.ConditionFailed, provisioning.ReasonValidityExpired)
 		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
 		gomega.Expect(c.Message).To(gomega.ContainSubstring("were not Ready within the provisioning timeout"))
-		got, err := e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "flaky", metav1.GetOptions{})
+		got, err := e.f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "flaky", metav1.GetOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(got.Annotations[provisioning.AnnotationAttempts]).NotTo(gomega.BeElementOf("", "1"), "the attempt was not retried")
 		gomega.Expect(groupNodes(ctx, "flaky")).To(gomega.BeEmpty(), "a failed attempt left nodes behind")

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
-	"github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
@@ -23,26 +22,21 @@ import (
 )
 
 // env is what the specs act through: the framework's namespace and
-// clients, and the Gantry clientset.
+// clients (f.Gantry for Gantry's API groups).
 type env struct {
-	f  *framework.Framework
-	gc versioned.Interface
+	f *framework.Framework
 }
 
-func newEnv(f *framework.Framework) *env {
-	gc, err := framework.GantryClient()
-	gomega.Expect(err).NotTo(gomega.HaveOccurred())
-	return &env{f: f, gc: gc}
-}
+func newEnv(f *framework.Framework) *env { return &env{f: f} }
 
 // request creates a request for count pods of a PodTemplate, deleted when
 // the spec ends.
 func (e *env) request(ctx context.Context, name, class, template string, count int, params map[string]provv1.Parameter) *provv1.ProvisioningRequest {
 	pr := wrappers.MakeProvisioningRequest(name, e.f.Namespace, class).PodSet(template, int32(count)).Parameters(params).Obj()
-	created, err := e.gc.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Create(ctx, pr, metav1.CreateOptions{})
+	created, err := e.f.Gantry.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Create(ctx, pr, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	ginkgo.DeferCleanup(func(ctx context.Context) {
-		_ = e.gc.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = e.f.Gantry.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	return created
 }
@@ -59,13 +53,13 @@ func (e *env) waitCondition(ctx context.Context, name, typ, reason string) *meta
 // integration tests); a failure points at the spec's line.
 func (e *env) waitConditionStatus(ctx context.Context, name, typ string, status metav1.ConditionStatus, reason string) *metav1.Condition {
 	ginkgo.GinkgoHelper()
-	pr := utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, e.gc, e.f.Namespace, name, typ, status, reason))
+	pr := utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, e.f.Gantry, e.f.Namespace, name, typ, status, reason))
 	return meta.FindStatusCondition(pr.Status.Conditions, typ)
 }
 
 // reservations are the request's bookings.
 func (e *env) reservations(ctx context.Context, pr *provv1.ProvisioningRequest) []schedv1alpha1.Reservation {
-	list, err := e.gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+	list, err := e.f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	return list.Items
 }

@@ -63,7 +63,7 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 			"a pod that does not consume the request took booked capacity")
 
 		ginkgo.By("deleting the request: its booking is released and the outsider runs")
-		gomega.Expect(e.gc.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, "all", metav1.DeleteOptions{})).To(gomega.Succeed())
+		gomega.Expect(e.f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, "all", metav1.DeleteOptions{})).To(gomega.Succeed())
 		framework.Eventually(ctx, func() int { return e.bookings(ctx, pr) }).Should(gomega.BeZero())
 		framework.Eventually(ctx, func() string { return e.nodeOf(ctx, "outsider") }).ShouldNot(gomega.BeEmpty())
 	})
@@ -96,7 +96,7 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		e.waitCondition(ctx, "gated", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
 
 		ginkgo.By("reading the booked nodes from the request's reservations")
-		list, err := e.gc.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+		list, err := e.f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		booked := map[string]bool{}
 		var nodeNames []string

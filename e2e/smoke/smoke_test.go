@@ -8,7 +8,7 @@ import (
 	"github.com/onsi/gomega"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -45,15 +45,15 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr.To[int32](replicas),
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
+				Template: v1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						Containers: []corev1.Container{{
+					Spec: v1.PodSpec{
+						Containers: []v1.Container{{
 							Name:  "app",
 							Image: "registry.k8s.io/pause:3.10",
-							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-								corev1.ResourceCPU:    resource.MustParse("100m"),
-								corev1.ResourceMemory: resource.MustParse("64Mi"),
+							Resources: v1.ResourceRequirements{Requests: v1.ResourceList{
+								v1.ResourceCPU:    resource.MustParse("100m"),
+								v1.ResourceMemory: resource.MustParse("64Mi"),
 							}},
 						}},
 					},
@@ -64,13 +64,13 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 
 		ginkgo.By("waiting for every replica to be Running")
-		var pods []corev1.Pod
+		var pods []v1.Pod
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=smoke"})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(list.Items).To(gomega.HaveLen(replicas))
 			for _, p := range list.Items {
-				g.Expect(p.Status.Phase).To(gomega.Equal(corev1.PodRunning), "pod %s", p.Name)
+				g.Expect(p.Status.Phase).To(gomega.Equal(v1.PodRunning), "pod %s", p.Name)
 			}
 			pods = list.Items
 		}).Should(gomega.Succeed())
@@ -89,7 +89,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 		// The lease holder is "<host>_<uuid>"; the scheduler reports its
 		// events as "<profile>-<host>".
 		leaderHost, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-		leader := corev1.DefaultSchedulerName + "-" + leaderHost
+		leader := v1.DefaultSchedulerName + "-" + leaderHost
 		for _, p := range pods {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
@@ -98,7 +98,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 				g.Expect(err).NotTo(gomega.HaveOccurred())
 				g.Expect(events.Items).NotTo(gomega.BeEmpty(), "no Scheduled event for pod %s", p.Name)
 				e := events.Items[0]
-				g.Expect(e.ReportingController).To(gomega.Equal(corev1.DefaultSchedulerName))
+				g.Expect(e.ReportingController).To(gomega.Equal(v1.DefaultSchedulerName))
 				g.Expect(e.ReportingInstance).To(gomega.Equal(leader), "pod %s was scheduled by another scheduler than the lease holder", p.Name)
 				g.Expect(e.Message).To(gomega.ContainSubstring(p.Spec.NodeName))
 			}).Should(gomega.Succeed())

@@ -64,10 +64,6 @@ func sel(kv ...string) *metav1.LabelSelector {
 	return s
 }
 
-func labelsPred(kv ...string) policyv1alpha1.PolicyPredicate {
-	return policyv1alpha1.PolicyPredicate{LabelSelector: sel(kv...)}
-}
-
 func setLabels(kv ...string) policyv1alpha1.PolicyAction {
 	m := map[string]policyv1alpha1.LabelValue{}
 	for i := 0; i+1 < len(kv); i += 2 {

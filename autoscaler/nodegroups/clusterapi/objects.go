@@ -147,7 +147,7 @@ func (g *Group) parseDeployment(obj *unstructured.Unstructured) (*deployment, er
 	what := fmt.Sprintf("MachineDeployment %s/%s", g.cfg.Namespace, g.cfg.MachineDeployment)
 	replicas, found, err := unstructured.NestedInt64(obj.Object, "spec", "replicas")
 	if err != nil || !found || replicas < 0 {
-		return nil, fmt.Errorf("%s: no valid spec.replicas (found %v, error %v)", what, found, err)
+		return nil, fmt.Errorf("%s: no valid spec.replicas (found %v, error %w)", what, found, err)
 	}
 	d.replicas = int(replicas)
 	annotations := obj.GetAnnotations()

@@ -1,7 +1,7 @@
 package v1alpha1
 
 import (
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -112,7 +112,7 @@ type ReservationTemplate struct {
 	// +kubebuilder:validation:MinProperties=1
 	// +kubebuilder:validation:MaxProperties=16
 	// +kubebuilder:validation:XValidation:rule="self.all(k, type(self[k]) == string ? !quantity(self[k]).isLessThan(quantity('0')) : int(self[k]) >= 0)",message="requests must not be negative"
-	Requests corev1.ResourceList `json:"requests"`
+	Requests v1.ResourceList `json:"requests"`
 
 	// NodeName pins the reservation to one node (it still has to fit there).
 	// +kubebuilder:validation:MaxLength=253
@@ -126,19 +126,19 @@ type ReservationTemplate struct {
 
 	// Affinity, as a pod's.
 	// +optional
-	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	Affinity *v1.Affinity `json:"affinity,omitempty"`
 
 	// Tolerations, as a pod's.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
-	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	Tolerations []v1.Toleration `json:"tolerations,omitempty"`
 
 	// HostPorts are host ports the reservation holds, as a container's ports.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +optional
-	HostPorts []corev1.ContainerPort `json:"hostPorts,omitempty"`
+	HostPorts []v1.ContainerPort `json:"hostPorts,omitempty"`
 
 	// Priority of the reservation in the scheduling queue and against preemption.
 	// +optional
@@ -150,7 +150,7 @@ type ReservationTemplate struct {
 	// AsyncPreemption, which knows reservations, else it never preempts.
 	// +kubebuilder:validation:Enum=PreemptLowerPriority;Never
 	// +optional
-	PreemptionPolicy *corev1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
+	PreemptionPolicy *v1.PreemptionPolicy `json:"preemptionPolicy,omitempty"`
 
 	// SchedulerName is the scheduler profile that places the reservation; it
 	// must enable the Reservation plugin.
@@ -230,14 +230,14 @@ type ReservationStatus struct {
 	NodeName string `json:"nodeName,omitempty"`
 	// Allocatable is what the reservation holds (its template's requests).
 	// +optional
-	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	Allocatable v1.ResourceList `json:"allocatable,omitempty"`
 	// Allocated is the sum of the requests of the owner pods placed in it.
 	// +optional
-	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+	Allocated v1.ResourceList `json:"allocated,omitempty"`
 	// CurrentOwners are the owner pods placed in it.
 	// +listType=atomic
 	// +optional
-	CurrentOwners []corev1.ObjectReference `json:"currentOwners,omitempty"`
+	CurrentOwners []v1.ObjectReference `json:"currentOwners,omitempty"`
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -8,7 +8,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
@@ -22,7 +22,7 @@ var _ = framework.Describe("gantry-webhook manifests", ginkgo.Label(framework.La
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "kubectl kustomize admission/config")
 
 		// Namespaced objects need their namespace to exist for a dry run.
-		_, err = tc.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gantry-system"}}, metav1.CreateOptions{})
+		_, err = tc.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gantry-system"}}, metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) error {
 			return tc.Client.CoreV1().Namespaces().Delete(ctx, "gantry-system", metav1.DeleteOptions{})

@@ -291,7 +291,7 @@ func (c *Cluster) cleanupAfter(ctx context.Context, err error) error {
 		return fmt.Errorf("%w\nthe cluster was kept (--retain); remove it with `make down`", err)
 	}
 	if derr := c.runtime.Delete(cctx); derr != nil {
-		return fmt.Errorf("%w\nremoving the failed cluster also failed: %v", err, derr)
+		return fmt.Errorf("%w\nremoving the failed cluster also failed: %w", err, derr)
 	}
 	return fmt.Errorf("%w\nthe failed cluster was removed (pass --retain to keep it)", err)
 }

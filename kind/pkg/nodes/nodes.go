@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,29 +53,29 @@ var InstanceTypes = []InstanceType{
 
 // Topology returns the n nodes of a cluster. Node i is in zone i mod 3 and of
 // instance type (i/3) mod 3.
-func Topology(n int) []*corev1.Node {
-	out := make([]*corev1.Node, 0, n)
+func Topology(n int) []*v1.Node {
+	out := make([]*v1.Node, 0, n)
 	for i := range n {
 		zone := Zones[i%len(Zones)]
 		it := InstanceTypes[(i/len(Zones))%len(InstanceTypes)]
 		name := fmt.Sprintf("%s%d", NamePrefix, i)
-		resources := corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse(it.CPU),
-			corev1.ResourceMemory: resource.MustParse(it.Memory),
-			corev1.ResourcePods:   *resource.NewQuantity(PodsPerNode, resource.DecimalSI),
+		resources := v1.ResourceList{
+			v1.ResourceCPU:    resource.MustParse(it.CPU),
+			v1.ResourceMemory: resource.MustParse(it.Memory),
+			v1.ResourcePods:   *resource.NewQuantity(PodsPerNode, resource.DecimalSI),
 		}
-		out = append(out, &corev1.Node{
+		out = append(out, &v1.Node{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: name,
 				Labels: map[string]string{
 					ManagedLabel:                        "true",
 					"type":                              "kwok",
-					corev1.LabelHostname:                name,
-					corev1.LabelOSStable:                "linux",
-					corev1.LabelArchStable:              "amd64",
-					corev1.LabelTopologyRegion:          Region,
-					corev1.LabelTopologyZone:            zone,
-					corev1.LabelInstanceTypeStable:      it.Name,
+					v1.LabelHostname:                    name,
+					v1.LabelOSStable:                    "linux",
+					v1.LabelArchStable:                  "amd64",
+					v1.LabelTopologyRegion:              Region,
+					v1.LabelTopologyZone:                zone,
+					v1.LabelInstanceTypeStable:          it.Name,
 					"node-role.kubernetes.io/kwok-node": "",
 				},
 				Annotations: map[string]string{
@@ -83,7 +83,7 @@ func Topology(n int) []*corev1.Node {
 					"node.alpha.kubernetes.io/ttl": "0",
 				},
 			},
-			Status: corev1.NodeStatus{
+			Status: v1.NodeStatus{
 				Capacity:    resources,
 				Allocatable: resources.DeepCopy(),
 			},
@@ -94,7 +94,7 @@ func Topology(n int) []*corev1.Node {
 
 // Ensure creates the nodes that do not exist yet and returns how many it
 // created. Existing nodes are left as they are.
-func Ensure(ctx context.Context, client kubernetes.Interface, want []*corev1.Node) (int, error) {
+func Ensure(ctx context.Context, client kubernetes.Interface, want []*v1.Node) (int, error) {
 	existing, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return 0, fmt.Errorf("listing nodes: %w", err)
@@ -103,7 +103,7 @@ func Ensure(ctx context.Context, client kubernetes.Interface, want []*corev1.Nod
 	for _, n := range existing.Items {
 		have[n.Name] = true
 	}
-	todo := make(chan *corev1.Node)
+	todo := make(chan *v1.Node)
 	var (
 		mu      sync.Mutex
 		created int
@@ -175,10 +175,10 @@ func (e *notReadyError) Error() string {
 func (e *notReadyError) Component() string { return "kwok-controller" }
 
 // IsReady reports whether the node's Ready condition is True.
-func IsReady(n *corev1.Node) bool {
+func IsReady(n *v1.Node) bool {
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
 		}
 	}
 	return false

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
@@ -14,7 +14,7 @@ import (
 func TestTopologyCoversEveryZoneAndInstanceType(t *testing.T) {
 	got := map[string]int{}
 	for _, n := range Topology(9) {
-		got[n.Labels[corev1.LabelTopologyZone]+"/"+n.Labels[corev1.LabelInstanceTypeStable]]++
+		got[n.Labels[v1.LabelTopologyZone]+"/"+n.Labels[v1.LabelInstanceTypeStable]]++
 	}
 	want := map[string]int{}
 	for _, z := range Zones {
@@ -33,10 +33,10 @@ func TestTopologyNodeShape(t *testing.T) {
 		t.Errorf("name = %q", n.Name)
 	}
 	for k, v := range map[string]string{
-		corev1.LabelTopologyZone:       "zone-b",
-		corev1.LabelInstanceTypeStable: InstanceTypes[1].Name,
-		corev1.LabelHostname:           "kwok-node-4",
-		ManagedLabel:                   "true",
+		v1.LabelTopologyZone:       "zone-b",
+		v1.LabelInstanceTypeStable: InstanceTypes[1].Name,
+		v1.LabelHostname:           "kwok-node-4",
+		ManagedLabel:               "true",
 	} {
 		if n.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
@@ -45,11 +45,11 @@ func TestTopologyNodeShape(t *testing.T) {
 	if n.Annotations[KwokAnnotation] != "fake" {
 		t.Errorf("node is not handed to kwok: annotations %v", n.Annotations)
 	}
-	cpu := n.Status.Allocatable[corev1.ResourceCPU]
+	cpu := n.Status.Allocatable[v1.ResourceCPU]
 	if cpu.String() != InstanceTypes[1].CPU {
 		t.Errorf("allocatable cpu = %s, want %s", cpu.String(), InstanceTypes[1].CPU)
 	}
-	if pods := n.Status.Capacity[corev1.ResourcePods]; pods.Value() != PodsPerNode {
+	if pods := n.Status.Capacity[v1.ResourcePods]; pods.Value() != PodsPerNode {
 		t.Errorf("pod capacity = %d", pods.Value())
 	}
 }
@@ -79,16 +79,16 @@ func TestEnsureCreatesOnlyMissingNodes(t *testing.T) {
 
 func TestIsReady(t *testing.T) {
 	for _, tc := range []struct {
-		conds []corev1.NodeCondition
+		conds []v1.NodeCondition
 		want  bool
 	}{
 		{nil, false},
-		{[]corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}, false},
-		{[]corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue}}, false},
-		{[]corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}, true},
+		{[]v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}, false},
+		{[]v1.NodeCondition{{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue}}, false},
+		{[]v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}, true},
 	} {
 		t.Run(fmt.Sprint(tc.conds), func(t *testing.T) {
-			if got := IsReady(&corev1.Node{Status: corev1.NodeStatus{Conditions: tc.conds}}); got != tc.want {
+			if got := IsReady(&v1.Node{Status: v1.NodeStatus{Conditions: tc.conds}}); got != tc.want {
 				t.Errorf("IsReady = %v, want %v", got, tc.want)
 			}
 		})

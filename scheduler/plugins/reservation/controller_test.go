@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
-	clocktesting "k8s.io/utils/clock/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
 	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
@@ -108,7 +108,7 @@ func TestStatusController(t *testing.T) {
 				s.failed(tc.r.UID, tc.unsched)
 			}
 			c := &statusController{client: gc, reservation: rl, nodes: nl, store: s,
-				clock: clocktesting.NewFakeClock(now), terminalTTL: configv1.DefaultTerminalReservationTTL}
+				clock: testingclock.NewFakeClock(now), terminalTTL: configv1.DefaultTerminalReservationTTL}
 
 			again, err := c.reconcile(ctx, tc.r.Name)
 			if err != nil {

@@ -101,7 +101,7 @@ func binaries() []string {
 func checkPortFree(port int) error {
 	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("kube-apiserver port %d is in use (%v): stop what holds it, or pass --port 0 to pick a free port", port, err)
+		return fmt.Errorf("kube-apiserver port %d is in use (%w): stop what holds it, or pass --port 0 to pick a free port", port, err)
 	}
 	return l.Close()
 }
