@@ -15,7 +15,12 @@ cd "$(dirname "$0")/.."
 module=github.com/gantry-dev/gantry
 failed=0
 
+# golist runs go list; the check fails when go list does (an import cycle,
+# a missing package), rather than reading nothing and passing.
+golist() { go list "$@" || { echo "go list $* failed" >&2; exit 1; }; }
+
 # 1. Imports of e2e/ from outside it, in any file of any package.
+all="$(golist -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)" || exit 1
 while read -r pkg imports; do
   [[ "${pkg}" == "${module}/e2e" || "${pkg}" == "${module}/e2e/"* ]] && continue
   for imp in ${imports}; do
@@ -24,11 +29,12 @@ while read -r pkg imports; do
       failed=1
     fi
   done
-done < <(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
+done <<<"${all}"
 
 # 2. Scheduler plugins meet through scheduler/frameworkext: no plugin package
 #    imports another plugin (a plugin's leaf packages of pure helpers, such as
 #    plugins/reservation/reservepod, may be shared).
+plugins="$(golist -tags integration -f '{{.ImportPath}} {{join .Imports " "}}' ./scheduler/plugins/...)" || exit 1
 while read -r pkg imports; do
   rel="${pkg#"${module}"/scheduler/plugins/}"
   own="${rel%%/*}"
@@ -40,7 +46,7 @@ while read -r pkg imports; do
       failed=1
     fi
   done
-done < <(go list -tags integration -f '{{.ImportPath}} {{join .Imports " "}}' ./scheduler/plugins/...)
+done <<<"${plugins}"
 
 # 3. What each production binary links.
 binaries=(
@@ -51,6 +57,7 @@ binaries=(
   kind # gantry-cluster, the cluster program: may link kind/, nothing else of the list
 )
 for bin in "${binaries[@]}"; do
+  deps="$(golist -tags gantry_patched -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "./${bin}")" || exit 1
   while read -r dep; do
     rel="${dep#"${module}"/}"
     [[ "${rel}" == "${dep}" ]] && continue # not Gantry's
@@ -65,7 +72,7 @@ for bin in "${binaries[@]}"; do
       echo "${bin} links ${dep}: ${why} never belongs in a shipped binary"
       failed=1
     fi
-  done < <(go list -tags gantry_patched -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' "./${bin}")
+  done <<<"${deps}"
 done
 
 exit "${failed}"
