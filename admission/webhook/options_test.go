@@ -4,7 +4,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
+
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 func TestOptionsDefaults(t *testing.T) {
@@ -16,26 +17,16 @@ func TestOptionsDefaults(t *testing.T) {
 		ValidatingWebhookConfiguration: "gantry-webhook",
 		MetricsAddress:                 ":8080",
 	}
-	o := NewOptions()
-	if diff := cmp.Diff(want, o); diff != "" {
+	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
 	}
-	// Parsing no flags keeps the defaults.
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, o); diff != "" {
+	if diff := cmp.Diff(want, util.ParseFlags(t, NewOptions)); diff != "" {
 		t.Errorf("after parsing no flags (-want +got):\n%s", diff)
 	}
 }
 
 func TestOptionsFlags(t *testing.T) {
-	o := NewOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	err := fs.Parse([]string{
+	o := util.ParseFlags(t, NewOptions,
 		"--port=8443",
 		"--bind-address=127.0.0.1",
 		"--cert-dir=/certs",
@@ -43,10 +34,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--mutating-webhook-configuration=",
 		"--validating-webhook-configuration=v",
 		"--metrics-bind-address=",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	want := &Options{
 		Port:                           8443,
 		BindAddress:                    "127.0.0.1",

@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
+
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 func TestOptionsDefaults(t *testing.T) {
@@ -21,26 +22,16 @@ func TestOptionsDefaults(t *testing.T) {
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
 	}
-	o := NewOptions()
-	if diff := cmp.Diff(want, o); diff != "" {
+	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
 	}
-	// Parsing no flags keeps the defaults.
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, o); diff != "" {
+	if diff := cmp.Diff(want, util.ParseFlags(t, NewOptions)); diff != "" {
 		t.Errorf("after parsing no flags (-want +got):\n%s", diff)
 	}
 }
 
 func TestOptionsFlags(t *testing.T) {
-	o := NewOptions()
-	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	err := fs.Parse([]string{
+	o := util.ParseFlags(t, NewOptions,
 		"--scheduler-config=/etc/sched.yaml",
 		"--scheduler-name=gantry",
 		"--leader-elect=false",
@@ -54,10 +45,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--node-group-config=/etc/groups.yaml",
 		"--scale-down-unneeded-time=0s",
 		"--scale-down-interval=3s",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
 		SchedulerName:           "gantry",
