@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	_ "k8s.io/component-base/logs/json/register"
@@ -27,6 +26,7 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 func TestMain(m *testing.M) {
@@ -96,18 +96,8 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 	}
 	rs := client.SchedulingV1alpha1().Reservations()
 	for i := range n {
-		r := &schedv1alpha1.Reservation{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i)},
-			Spec: schedv1alpha1.ReservationSpec{
-				Template: schedv1alpha1.ReservationTemplate{Requests: v1.ResourceList{
-					v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("500Mi"),
-				}},
-				Owners: []schedv1alpha1.ReservationOwner{{
-					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "owner"}},
-					Namespace:     "owners",
-				}},
-			},
-		}
+		r := wrappers.MakeReservation(fmt.Sprintf("bench-%d", i), "cpu", "100m", "memory", "500Mi").
+			OwnerLabels("owners", map[string]string{"app": "owner"}).Obj()
 		if _, err := rs.Create(tCtx, r, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating reservation %d: %w", i, err)
 		}
