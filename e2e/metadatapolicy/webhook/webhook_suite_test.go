@@ -5,8 +5,11 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,7 +18,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
@@ -23,15 +25,17 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	"github.com/gantry-dev/gantry/admission/qos"
 	"github.com/gantry-dev/gantry/admission/webhook"
-	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/e2e/metadatapolicy/specs"
+	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -102,7 +106,7 @@ func startWebhook(ctx context.Context) error {
 
 	// The webhook writes its CA and injects it into the configurations
 	// created below; wait until it serves and has loaded policies.
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = util.Poll(ctx, util.LongTimeout, "gantry-webhook ready (see "+log.Name()+")", func(ctx context.Context) (bool, error) {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", metricsPort))
 		if err != nil {
 			return false, nil
@@ -112,50 +116,20 @@ func startWebhook(ctx context.Context) error {
 		return resp.StatusCode == http.StatusOK && statErr == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("gantry-webhook did not become ready (see %s): %w", log.Name(), err)
+		return err
 	}
-	url := func(path string) *string { return ptr.To("https://" + webhook.HostPort("127.0.0.1", port) + path) }
-	system := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"kube-system", "kube-public", "kube-node-lease"}},
-		// Namespaces labelled skipWebhookLabel=true bypass the webhook: the
-		// latency spec measures "plugins off" there.
-		{Key: skipWebhookLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}},
-	}}
-	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
-	fail := admissionregistrationv1.Fail
-	_, err = tc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: configName},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:                    "mutate.gantry.dev",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: url(webhook.MutatePath)},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}},
-			NamespaceSelector:       system,
-			FailurePolicy:           &fail,
-			SideEffects:             &sideEffects,
-			AdmissionReviewVersions: []string{"v1"},
-			TimeoutSeconds:          ptr.To[int32](10),
-		}},
-	}, metav1.CreateOptions{})
+	mutating, validating, err := shippedConfigs(filepath.Join(tc.Root, "admission", "config", "webhooks.yaml"), webhook.HostPort("127.0.0.1", port))
 	if err != nil {
 		return err
 	}
-	none := admissionregistrationv1.SideEffectClassNone
-	_, err = tc.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: configName},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validate-policy.gantry.dev",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: url(webhook.ValidatePolicyPath)},
-			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}, Rule: admissionregistrationv1.Rule{APIGroups: []string{policyv1alpha1.GroupName}, APIVersions: []string{"v1alpha1"}, Resources: []string{"metadatapolicies", "clustermetadatapolicies"}}}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := tc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mutating, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := tc.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	// Wait until the CA bundle was injected into both configurations.
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return util.Poll(ctx, util.LongTimeout, "the webhook's CA injected into both configurations", func(ctx context.Context) (bool, error) {
 		m, err := tc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -166,6 +140,67 @@ func startWebhook(ctx context.Context) error {
 		}
 		return len(m.Webhooks[0].ClientConfig.CABundle) > 0 && len(v.Webhooks[0].ClientConfig.CABundle) > 0, nil
 	})
+}
+
+// shippedConfigs reads the webhook configurations Gantry ships
+// (admission/config/webhooks.yaml) and points them at the webhook process
+// at hostPort: each webhook's clientConfig becomes a URL with the service's
+// path, both configurations are named configName, and the mutating
+// webhook's namespace selector also skips namespaces labelled
+// skipWebhookLabel=true (the latency spec measures "plugins off" there).
+// Rules, selectors, failure policy, side effects and timeouts stay as
+// shipped.
+func shippedConfigs(file, hostPort string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mutating *admissionregistrationv1.MutatingWebhookConfiguration
+	var validating *admissionregistrationv1.ValidatingWebhookConfiguration
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", file, err)
+		}
+		switch obj.GetKind() {
+		case "MutatingWebhookConfiguration":
+			mutating = &admissionregistrationv1.MutatingWebhookConfiguration{}
+			err = runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, mutating, true)
+		case "ValidatingWebhookConfiguration":
+			validating = &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			err = runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, validating, true)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s: %w", file, obj.GetKind(), err)
+		}
+	}
+	if mutating == nil || validating == nil || len(mutating.Webhooks) != 1 || len(validating.Webhooks) != 1 {
+		return nil, nil, fmt.Errorf("%s: want one MutatingWebhookConfiguration and one ValidatingWebhookConfiguration of one webhook each", file)
+	}
+	url := func(c *admissionregistrationv1.WebhookClientConfig, servedPath string) error {
+		if c.Service == nil || c.Service.Path == nil || *c.Service.Path != servedPath {
+			return fmt.Errorf("%s: a webhook's clientConfig is not the service path %s gantry-webhook serves", file, servedPath)
+		}
+		c.URL, c.Service = ptr.To("https://"+hostPort+servedPath), nil
+		return nil
+	}
+	mutating.Name, validating.Name = configName, configName
+	m := &mutating.Webhooks[0]
+	if err := url(&m.ClientConfig, webhook.MutatePath); err != nil {
+		return nil, nil, err
+	}
+	if err := url(&validating.Webhooks[0].ClientConfig, webhook.ValidatePolicyPath); err != nil {
+		return nil, nil, err
+	}
+	if m.NamespaceSelector == nil {
+		m.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	m.NamespaceSelector.MatchExpressions = append(m.NamespaceSelector.MatchExpressions,
+		metav1.LabelSelectorRequirement{Key: skipWebhookLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
+	return mutating, validating, nil
 }
 
 func deleteConfigs(ctx context.Context) error {
