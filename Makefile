@@ -43,7 +43,7 @@ unit:
 
 ## integration: tests against real etcd + Gantry's kube-apiserver from _output/bin (build tag integration).
 integration: build
-	go test -tags integration $$(go list -tags integration ./... | grep '/integration$$')
+	go test -tags integration $$(go list -tags integration ./... | grep -E '/integration(/|$$)')
 
 ## bench: Gantry's checks against upstream's, same inputs, same run; prints ns/op and ratios.
 bench: build
