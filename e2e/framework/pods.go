@@ -61,39 +61,13 @@ func (f *Framework) WaitScheduled(ctx context.Context, timeout time.Duration, na
 func (f *Framework) WaitUnschedulable(ctx context.Context, name string, want ...string) *v1.Pod {
 	ginkgo.GinkgoHelper()
 	return f.WaitForPod(ctx, util.LongTimeout, name, fmt.Sprintf("unschedulable with a message containing %q", want),
-		func(p *v1.Pod) bool { return Unschedulable(p, want...) })
-}
-
-// Unschedulable: the pod is not bound, and its PodScheduled condition says
-// the scheduler found no node for it, with a message containing every
-// string of want.
-func Unschedulable(p *v1.Pod, want ...string) bool {
-	c := PodCondition(p, v1.PodScheduled)
-	if p.Spec.NodeName != "" || c == nil || c.Status != v1.ConditionFalse || c.Reason != v1.PodReasonUnschedulable {
-		return false
-	}
-	for _, w := range want {
-		if !strings.Contains(c.Message, w) {
-			return false
-		}
-	}
-	return true
+		func(p *v1.Pod) bool { return util.Unschedulable(p, want...) })
 }
 
 // ExpectUnschedulable checks, inside an Eventually, that p is
-// Unschedulable with want.
+// util.Unschedulable with want.
 func ExpectUnschedulable(g gomega.Gomega, p *v1.Pod, want ...string) {
-	g.Expect(Unschedulable(p, want...)).To(gomega.BeTrue(), "want unschedulable with a message containing %q: %s", want, util.DescribePod(p))
-}
-
-// PodCondition returns the pod's condition of type typ, nil when it has none.
-func PodCondition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == typ {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
+	g.Expect(util.Unschedulable(p, want...)).To(gomega.BeTrue(), "want unschedulable with a message containing %q: %s", want, util.DescribePod(p))
 }
 
 // DeleteWorkloads deletes the Deployments and ReplicaSets of the spec's

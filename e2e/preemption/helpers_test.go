@@ -145,7 +145,7 @@ func (t *tester) createPreemptor(ctx context.Context, name, class string, nodes 
 // markedByPreemption: the pod has the DisruptionTarget condition the
 // scheduler sets on a victim before deleting it.
 func markedByPreemption(p *v1.Pod) bool {
-	c := framework.PodCondition(p, v1.DisruptionTarget)
+	c := util.PodCondition(p, v1.DisruptionTarget)
 	return c != nil && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonPreemptionByScheduler
 }
 
@@ -157,7 +157,7 @@ func (t *tester) expectUntouched(ctx context.Context, g gomega.Gomega, pods ...*
 		g.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", want.Name)
 		g.Expect(p.UID).To(gomega.Equal(want.UID), "pod %s was replaced", want.Name)
 		g.Expect(p.DeletionTimestamp).To(gomega.BeNil(), "pod %s is being deleted", want.Name)
-		g.Expect(framework.PodCondition(p, v1.DisruptionTarget)).To(gomega.BeNil(), "pod %s is marked as a disruption target", want.Name)
+		g.Expect(util.PodCondition(p, v1.DisruptionTarget)).To(gomega.BeNil(), "pod %s is marked as a disruption target", want.Name)
 		g.Expect(p.Spec.NodeName).To(gomega.Equal(want.Spec.NodeName), "pod %s", want.Name)
 	}
 }

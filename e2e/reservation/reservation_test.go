@@ -189,7 +189,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(intruder.Spec.NodeName).To(gomega.Equal(node.Name))
 		_, allocated := allocationOf(intruder)
 		gomega.Expect(allocated).To(gomega.BeFalse(), "a non-owner was placed in the reservation")
-		scheduled, ownerScheduled := framework.PodCondition(intruder, v1.PodScheduled), framework.PodCondition(owner, v1.PodScheduled)
+		scheduled, ownerScheduled := util.PodCondition(intruder, v1.PodScheduled), util.PodCondition(owner, v1.PodScheduled)
 		gomega.Expect(scheduled).NotTo(gomega.BeNil())
 		gomega.Expect(ownerScheduled).NotTo(gomega.BeNil())
 		gomega.Expect(scheduled.LastTransitionTime.Time).To(gomega.BeTemporally(">=", ownerScheduled.LastTransitionTime.Time),
@@ -225,7 +225,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 
 		ginkgo.By("checking the pending pod gets the capacity promptly")
 		waiter := t.WaitForPod(ctx, util.LongTimeout, "waiter", "bound to "+node.Name, func(p *v1.Pod) bool { return p.Spec.NodeName == node.Name })
-		scheduled := framework.PodCondition(waiter, v1.PodScheduled)
+		scheduled := util.PodCondition(waiter, v1.PodScheduled)
 		gomega.Expect(scheduled).NotTo(gomega.BeNil())
 		gomega.Expect(scheduled.Status).To(gomega.Equal(v1.ConditionTrue))
 		gomega.Expect(scheduled.LastTransitionTime.Time).To(gomega.BeTemporally(">=", expired.LastTransitionTime.Time),

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // WaitForPod waits until the pod ns/name exists and cond holds for it,
@@ -23,6 +24,28 @@ func WaitForPod(ctx context.Context, timeout time.Duration, c kubernetes.Interfa
 
 // PodScheduled holds for a pod bound to a node.
 func PodScheduled(p *v1.Pod) bool { return p.Spec.NodeName != "" }
+
+// Unschedulable holds for a pod that is not bound and whose PodScheduled
+// condition says the scheduler found no node for it, with a message
+// containing every string of want.
+func Unschedulable(p *v1.Pod, want ...string) bool {
+	c := PodCondition(p, v1.PodScheduled)
+	if p.Spec.NodeName != "" || c == nil || c.Status != v1.ConditionFalse || c.Reason != v1.PodReasonUnschedulable {
+		return false
+	}
+	for _, w := range want {
+		if !strings.Contains(c.Message, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// PodCondition returns the pod's condition of type typ, nil when it has none.
+func PodCondition(p *v1.Pod, typ v1.PodConditionType) *v1.PodCondition {
+	_, c := podutil.GetPodCondition(&p.Status, typ)
+	return c
+}
 
 // DescribePod is a pod's state in one line: phase, node, nomination,
 // scheduling gates and conditions that are not True.

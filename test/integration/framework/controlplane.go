@@ -114,14 +114,12 @@ func (cp *ControlPlane) Dir() string { return cp.dir }
 // Root is the repository checkout holding this test.
 func Root(t testing.TB) string {
 	t.Helper()
-	root, err := findRoot()
+	root, err := cluster.FindRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return root
 }
-
-func findRoot() (string, error) { return cluster.FindRoot() }
 
 func (cp *ControlPlane) createLog(t testing.TB, name string) *os.File {
 	t.Helper()

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/test/util"
 )
@@ -40,7 +41,7 @@ func (cp *ControlPlane) InstallCRDs(t testing.TB, list ...*apiextensionsv1.Custo
 // and waits until they are served, for tests that bring their own control
 // plane (scheduler_perf's); it returns their names.
 func InstallGantryCRDs(cfg *rest.Config) ([]string, error) {
-	root, err := findRoot()
+	root, err := cluster.FindRoot()
 	if err != nil {
 		return nil, err
 	}
