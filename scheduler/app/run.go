@@ -51,6 +51,11 @@ const componentName = "kube-scheduler"
 // election), plus Gantry's endpoints on the same secure port and Gantry's
 // informers and plugin controllers. Plugin controllers run only while this
 // instance leads. It returns when ctx ends or leadership is lost.
+//
+// It follows upstream's Run of k8s.io/kubernetes v1.36.3
+// (cmd/kube-scheduler/app/server.go), the one part of Gantry's scheduler
+// that restates upstream's start-up rather than calling it: on a Kubernetes
+// bump, compare the two and carry over what changed.
 func Run(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *scheduler.Scheduler, ext *frameworkext.Extender) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting Gantry kube-scheduler", "version", utilversion.Get())
