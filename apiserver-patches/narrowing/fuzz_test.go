@@ -18,9 +18,9 @@ import (
 
 // The soundness property, checked with the scheduler's own matcher: when the
 // check accepts an update, no node matches the new required affinity without
-// matching the old one. Old affinities the scheduler cannot parse are skipped
-// for the property (the API server never stores them) but still must not
-// panic the check.
+// matching the old one. Old affinities with terms the scheduler cannot parse
+// are checked too: the scheduler's lazy selector makes such a term match no
+// node, and stored pods may hold legacy invalid label values.
 
 var (
 	genKeys      = []string{"zone", "type", "rank"}
@@ -261,21 +261,28 @@ func checkSound(t testing.TB, oldA, newA *core.NodeAffinity) outcome {
 	if oldA == nil || oldA.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return acceptedChecked // anything goes, as upstream
 	}
-	oldSel, err := nodeaffinity.NewNodeSelector(toV1(oldA.RequiredDuringSchedulingIgnoredDuringExecution))
-	if err != nil {
-		return acceptedOldInvalid
+	// The scheduler matches required affinity with the lazy selector: a term
+	// it cannot parse (e.g. one holding a value that is not a valid label
+	// value, which stored pods may have) matches no node, the others match
+	// as usual. Both sides are checked that way, parsable or not.
+	got := acceptedChecked
+	if _, err := nodeaffinity.NewNodeSelector(toV1(oldA.RequiredDuringSchedulingIgnoredDuringExecution)); err != nil {
+		got = acceptedOldInvalid
 	}
+	oldSel := nodeaffinity.NewLazyErrorNodeSelector(toV1(oldA.RequiredDuringSchedulingIgnoredDuringExecution))
 	if newA == nil || newA.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		t.Fatalf("accepted removing the required affinity")
 	}
 	newSel := nodeaffinity.NewLazyErrorNodeSelector(toV1(newA.RequiredDuringSchedulingIgnoredDuringExecution))
 	nodes(nodeValues(oldA, newA), func(n *v1.Node) {
-		if ok, _ := newSel.Match(n); ok && !oldSel.Match(n) {
+		newOK, _ := newSel.Match(n)
+		oldOK, _ := oldSel.Match(n)
+		if newOK && !oldOK {
 			t.Fatalf("accepted a widening: node %s %v matches the new affinity but not the old\nold: %s\nnew: %s",
 				n.Name, n.Labels, describe(oldA), describe(newA))
 		}
 	})
-	return acceptedChecked
+	return got
 }
 
 func describe(a *core.NodeAffinity) string {

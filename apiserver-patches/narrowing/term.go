@@ -51,6 +51,22 @@ type keySet struct {
 	notIns []valueList
 	ints   bool
 	lo, hi int64
+	// size and reqs count the values and the requirements on the key: the
+	// cost of a membership test is at most reqs, of a scan of the key's
+	// values at most size, which is what the check's budget charges.
+	size, reqs int
+}
+
+// cost bounds the work of comparing two key sets (or of checking one, with
+// o nil): every value of either is probed at most a constant number of
+// times against every requirement of either.
+func (s *keySet) cost(o *keySet) int64 {
+	size, reqs := int64(s.size), int64(s.reqs)
+	if o != nil {
+		size += int64(o.size)
+		reqs += int64(o.reqs)
+	}
+	return (1 + size) * (1 + reqs)
 }
 
 func newKeySet(key string, field bool) keySet {
@@ -128,6 +144,14 @@ type compiledTerm struct {
 	// uninterpreted describes the first requirement that could not be
 	// interpreted, for messages.
 	uninterpreted string
+	// index finds a key of a term with many keys in constant time; short
+	// terms are scanned.
+	index map[keyRef]int
+}
+
+type keyRef struct {
+	key   string
+	field bool
 }
 
 func (t *compiledTerm) keySet(key string, field bool) *keySet {
@@ -135,10 +159,25 @@ func (t *compiledTerm) keySet(key string, field bool) *keySet {
 		return k
 	}
 	t.keys = append(t.keys, newKeySet(key, field))
+	switch {
+	case t.index != nil:
+		t.index[keyRef{key, field}] = len(t.keys) - 1
+	case len(t.keys) > scanLimit:
+		t.index = make(map[keyRef]int, cap(t.keys))
+		for i := range t.keys {
+			t.index[keyRef{t.keys[i].key, t.keys[i].field}] = i
+		}
+	}
 	return &t.keys[len(t.keys)-1]
 }
 
 func (t *compiledTerm) find(key string, field bool) *keySet {
+	if t.index != nil {
+		if i, ok := t.index[keyRef{key, field}]; ok {
+			return &t.keys[i]
+		}
+		return nil
+	}
 	for i := range t.keys {
 		if t.keys[i].field == field && equal(t.keys[i].key, key) {
 			return &t.keys[i]
@@ -146,6 +185,9 @@ func (t *compiledTerm) find(key string, field bool) *keySet {
 	}
 	return nil
 }
+
+// cost bounds the work of one admits call on the term.
+func (t *compiledTerm) cost() int64 { return 1 + int64(len(t.keys)) + int64(len(t.lists)) }
 
 // list returns a one-element slice holding vals, carved from the term's
 // store; appending a second list to it reallocates rather than overwriting.
@@ -180,6 +222,25 @@ type arena struct {
 	terms []compiledTerm
 	keys  []keySet
 	lists []valueList
+	// budget is the work the check may still do, in the units of
+	// keySet.cost; spent is set once it ran out.
+	budget int64
+	spent  bool
+	// equal maps the canonical form of each old term to its index, built
+	// the first time a new term is not contained in the old term at its
+	// own index.
+	equal map[string]int
+}
+
+// charge spends n units of the budget, reporting false (and from then on
+// always false) once the budget is exhausted.
+func (a *arena) charge(n int64) bool {
+	if a.spent || n > a.budget {
+		a.spent = true
+		return false
+	}
+	a.budget -= n
+	return true
 }
 
 var arenas = sync.Pool{New: func() any { return &arena{} }}
@@ -193,6 +254,7 @@ func (a *arena) release() {
 	clear(a.keys)
 	clear(a.lists)
 	a.terms, a.keys, a.lists = a.terms[:0], a.keys[:0], a.lists[:0]
+	a.budget, a.spent, a.equal = 0, false, nil
 	arenas.Put(a)
 }
 
@@ -211,6 +273,7 @@ func grab[T any](buf *[]T, n int) []T {
 func (a *arena) compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm {
 	n := len(term.MatchExpressions) + len(term.MatchFields)
 	t := &grab(&a.terms, 1)[:1][0]
+	t.index = nil
 	// keys must not grow once handed out as pointers: size it for the worst case.
 	t.keys, t.lists = grab(&a.keys, n), grab(&a.lists, n)
 	if n == 0 {
@@ -218,7 +281,14 @@ func (a *arena) compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm 
 		return t
 	}
 	add := func(r *core.NodeSelectorRequirement, field bool) {
-		if !t.apply(r, field) {
+		a.charge(1 + int64(len(r.Values)))
+		// The scheduler parses label requirements with labels.NewRequirement,
+		// which fails on a value that is not a valid label value: the term
+		// then matches no node. Stored pods may hold such values (validation
+		// keeps accepting them on update), so an old term holding one admits
+		// nothing. A new one admits nothing either, so reading it as written
+		// over-approximates it, which is sound.
+		if !t.apply(r, field) || (sd == oldSide && !field && !validLabelValues(r.Values)) {
 			if t.uninterpreted == "" {
 				t.uninterpreted = describeRequirement(r, field)
 			}
@@ -234,11 +304,36 @@ func (a *arena) compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm 
 		add(&term.MatchFields[i], true)
 	}
 	for i := range t.keys {
+		if !a.charge(t.keys[i].cost(nil)) {
+			// Over budget: the caller rejects the update; stop working.
+			t.nothing = sd == oldSide
+			return t
+		}
 		if t.keys[i].empty() {
 			t.nothing = true
 		}
 	}
 	return t
+}
+
+// validLabelValues reports whether every value is a valid label value, as
+// apimachinery's IsValidLabelValue decides it (at most 63 characters,
+// alphanumerics at both ends, '-', '_' and '.' inside), without its regular
+// expression: old terms hold many values and this runs on every update.
+func validLabelValues(vals []string) bool {
+	for _, v := range vals {
+		if len(v) > 63 {
+			return false
+		}
+		for i := 0; i < len(v); i++ {
+			c := v[i]
+			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+			if !alnum && (i == 0 || i == len(v)-1 || c != '-' && c != '_' && c != '.') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // apply narrows the term by one requirement, reporting false when the
@@ -304,6 +399,9 @@ func (t *compiledTerm) apply(r *core.NodeSelectorRequirement, field bool) bool {
 	default:
 		return false
 	}
+	k := t.find(r.Key, field)
+	k.size += len(r.Values)
+	k.reqs++
 	return true
 }
 
@@ -318,8 +416,16 @@ type gap struct {
 	termIdx int    // the old term
 }
 
-// containedIn reports whether every node n admits, o admits too.
-func containedIn(n, o *compiledTerm) (bool, *gap) {
+// errOverBudget is the gap of a comparison the budget did not pay for.
+var errOverBudget = &gap{why: "was not compared: the check ran out of budget"}
+
+// containedIn reports whether every node n admits, o admits too. It charges
+// the arena's budget per key compared; once the budget is spent it reports
+// false with errOverBudget, and the caller rejects the update.
+func (a *arena) containedIn(n, o *compiledTerm) (bool, *gap) {
+	if !a.charge(1) {
+		return false, errOverBudget
+	}
 	if n.nothing {
 		return true, nil
 	}
@@ -334,7 +440,11 @@ func containedIn(n, o *compiledTerm) (bool, *gap) {
 		if ok.universal() {
 			continue
 		}
-		if sub, g := keySubset(n.find(ok.key, ok.field), ok); !sub {
+		nk := n.find(ok.key, ok.field)
+		if !a.charge(ok.cost(nk)) {
+			return false, errOverBudget
+		}
+		if sub, g := keySubset(nk, ok); !sub {
 			return false, g
 		}
 	}
