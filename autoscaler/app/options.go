@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 )
 
 // Options configure the provisioner.
@@ -33,6 +35,8 @@ type Options struct {
 	// ScaleDownInterval is how often nodes are looked at.
 	ScaleDownUnneededTime time.Duration
 	ScaleDownInterval     time.Duration
+	// MaxPodsPerRequest: see provisioning.Reconciler.
+	MaxPodsPerRequest int
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -51,6 +55,7 @@ func NewOptions() *Options {
 		PlacementTimeout:        30 * time.Second,
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
+		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
 	}
 }
 
@@ -70,4 +75,5 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeGroupConfig, "node-group-config", o.NodeGroupConfig, "the node-group provider's configuration file")
 	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
 	fs.DurationVar(&o.ScaleDownInterval, "scale-down-interval", o.ScaleDownInterval, "how often scale-down looks at the nodes")
+	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
 }

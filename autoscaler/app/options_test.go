@@ -21,6 +21,7 @@ func TestOptionsDefaults(t *testing.T) {
 		PlacementTimeout:        30 * time.Second,
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
+		MaxPodsPerRequest:       5000,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -45,6 +46,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--node-group-config=/etc/groups.yaml",
 		"--scale-down-unneeded-time=0s",
 		"--scale-down-interval=3s",
+		"--max-pods-per-request=100",
 	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
@@ -60,6 +62,7 @@ func TestOptionsFlags(t *testing.T) {
 		NodeGroupConfig:         "/etc/groups.yaml",
 		ScaleDownUnneededTime:   0,
 		ScaleDownInterval:       3 * time.Second,
+		MaxPodsPerRequest:       100,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)

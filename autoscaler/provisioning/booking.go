@@ -186,6 +186,9 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 // are all Ready has lost them (the attempt is rolled back).
 func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcile.Result, error) {
 	sim, err := r.placeAndBook(ctx, rq)
+	if qe := (*quotaExceededError)(nil); errors.As(err, &qe) {
+		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -231,6 +234,12 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	pr, class, sets := rq.pr, rq.class, rq.sets
+	if rq.checkQuota {
+		// Under bookMu: the namespace's bookings made so far count.
+		if err := r.checkNamespaceQuota(ctx, rq); err != nil {
+			return simulation{}, err
+		}
+	}
 	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
 		return simulation{}, err

@@ -20,6 +20,12 @@ const (
 	DefaultBackoffInitial      = 10 * time.Second
 	DefaultBackoffMax          = 5 * time.Minute
 	DefaultProvisioningTimeout = 5 * time.Minute
+	// MaxValidUntil bounds a request's ValidUntilSeconds parameter, unless
+	// its class's own validity is longer: each retry until then is a
+	// simulation under bookMu, and a tenant's value must not keep a
+	// request retried for years. A larger value Fails the request with
+	// InvalidParameter.
+	MaxValidUntil = 24 * time.Hour
 )
 
 // Class is how the provisioner serves a request: its handler and defaults.
@@ -76,7 +82,9 @@ func durationOr(d *metav1.Duration, def time.Duration) time.Duration {
 // backoff is the delay before attempt n+1 after n failed attempts.
 func (c Class) backoff(n int) time.Duration {
 	d := c.BackoffInitial
-	for i := 1; i < n && d < c.BackoffMax; i++ {
+	// d > 0: the attempt count n is bounded by nothing, and a zero initial
+	// backoff would never reach the maximum.
+	for i := 1; i < n && d > 0 && d < c.BackoffMax; i++ {
 		d *= 2
 	}
 	return min(d, c.BackoffMax)
@@ -97,6 +105,9 @@ func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
 			return p, fmt.Errorf("parameter %s must be a positive number of seconds, got %q", provv1.ParameterValidUntilSeconds, v)
+		}
+		if limit := max(MaxValidUntil, c.ValidUntil); time.Duration(n)*time.Second > limit {
+			return p, fmt.Errorf("parameter %s must be at most %d seconds (%s), got %q", provv1.ParameterValidUntilSeconds, int64(limit/time.Second), limit, v)
 		}
 		p.ValidUntil = time.Duration(n) * time.Second
 	}

@@ -39,6 +39,7 @@ const (
 	ReasonQuotaExceeded       = "QuotaExceeded"
 	ReasonInvalidParameter    = "InvalidParameter"
 	ReasonUnsupportedPods     = "UnsupportedPods"
+	ReasonTooManyPods         = "TooManyPods"
 	ReasonValidityExpired     = "ValidityExpired"
 	ReasonBooking             = "BookingCapacity"
 	ReasonAccepted            = "Accepted"
@@ -71,6 +72,9 @@ type Reconciler struct {
 	// unplaced (the scheduler found the room taken since the simulation)
 	// before the attempt counts as failed and is retried.
 	PlacementTimeout time.Duration
+	// MaxPodsPerRequest bounds the pods of one request; a request asking
+	// for more Fails with TooManyPods (0: DefaultMaxPodsPerRequest).
+	MaxPodsPerRequest int
 
 	bookMu sync.Mutex
 	// assumed are Reservations being created that the cache may not show yet.

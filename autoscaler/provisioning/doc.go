@@ -22,6 +22,16 @@
 //   - class.go, quota.go, metrics.go: classes and parameters, the
 //     ResourceQuota check, metrics.
 //
+// # Limits
+//
+// Requests are written by tenants, so what they cost is bounded before
+// anything proportional to their size is allocated: a request's pods (the
+// sum of its counts) by Reconciler.MaxPodsPerRequest (TooManyPods), its
+// ValidUntilSeconds by MaxValidUntil or its class's validity
+// (InvalidParameter). The quota check computes each pod set's usage once,
+// multiplied by its count, and counts the namespace's other bookings
+// (quota.go); placeAndBook runs it under bookMu.
+//
 // # Glossary
 //
 //   - Room, or capacity: node resources and host ports free for a pod.

@@ -8,7 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
@@ -28,6 +27,35 @@ type request struct {
 	deadline time.Time
 	// sets are the request's pod sets as pods; nil until they are read.
 	sets []simulator.PodSet
+	// checkQuota: placeAndBook checks the namespace's quotas before it
+	// books (a new attempt; not a scale-up's nodes becoming Ready).
+	checkQuota bool
+}
+
+// DefaultMaxPodsPerRequest is the default of --max-pods-per-request.
+// Upstream has no such limit. The simulation deep-copies every pod while it
+// holds bookMu, which every other booking waits for; 5000 is the largest
+// cluster in Kubernetes' scalability thresholds (5000 nodes), one pod per
+// node, and simulates in seconds.
+const DefaultMaxPodsPerRequest = 5000
+
+// maxPodsPerRequest is the limit on a request's pods (the default when
+// MaxPodsPerRequest is not set).
+func (r *Reconciler) maxPodsPerRequest() int {
+	if r.MaxPodsPerRequest > 0 {
+		return r.MaxPodsPerRequest
+	}
+	return DefaultMaxPodsPerRequest
+}
+
+// requestedPods is how many pods the request asks for, over all its pod
+// sets, counted without overflow (each count is an int32).
+func requestedPods(pr *provv1.ProvisioningRequest) int64 {
+	var n int64
+	for _, ps := range pr.Spec.PodSets {
+		n += int64(ps.Count)
+	}
+	return n
 }
 
 // serve moves a request of a served class along: accept it, check quota,
@@ -44,6 +72,12 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 	rq.deadline = pr.CreationTimestamp.Add(params.ValidUntil)
 	if meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) {
 		return r.watchBooking(ctx, rq)
+	}
+	// Before anything that grows with the number of pods: the CRD, like
+	// upstream's, bounds each count by 2^31-1 only.
+	if n, limit := requestedPods(pr), r.maxPodsPerRequest(); n > int64(limit) {
+		return r.fail(ctx, rq, ReasonTooManyPods, fmt.Sprintf(
+			"the request asks for %d pods (the sum of spec.podSets[*].count), more than the %d pods per request this provisioner serves (--max-pods-per-request)", n, limit))
 	}
 
 	sets, missing, err := r.podSets(ctx, pr)
@@ -97,19 +131,8 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
-	var quotas v1.ResourceQuotaList
-	if err := r.Client.List(ctx, &quotas, client.InNamespace(pr.Namespace)); err != nil {
-		return reconcile.Result{}, err
-	}
-	if len(quotas.Items) > 0 {
-		qs := make([]*v1.ResourceQuota, len(quotas.Items))
-		for i := range quotas.Items {
-			qs[i] = &quotas.Items[i]
-		}
-		if err := checkQuota(qs, expand(sets)); err != nil {
-			return r.fail(ctx, rq, ReasonQuotaExceeded, err.Error())
-		}
-	}
+	// The quota check runs in placeAndBook, under bookMu.
+	rq.checkQuota = true
 	return r.simulateAndBook(ctx, rq)
 }
 

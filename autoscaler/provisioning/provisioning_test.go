@@ -13,6 +13,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -94,28 +95,28 @@ func FuzzParameters(f *testing.F) {
 
 func TestCheckQuota(t *testing.T) {
 	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	pods := []*v1.Pod{pod, pod, pod}
+	pods := demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: 3}})
 	q := func(name string, hard, used v1.ResourceList) *v1.ResourceQuota {
 		return &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
 			Spec: v1.ResourceQuotaSpec{Hard: hard}, Status: v1.ResourceQuotaStatus{Hard: hard, Used: used}}
 	}
 	cpu := func(s string) v1.ResourceList { return v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(s)} }
-	if err := checkQuota([]*v1.ResourceQuota{q("roomy", cpu("4"), cpu("1"))}, pods); err != nil {
+	if err := checkQuota([]*v1.ResourceQuota{q("roomy", cpu("4"), cpu("1"))}, pods, nil); err != nil {
 		t.Errorf("3 CPUs on top of 1 used, limit 4: %v", err)
 	}
-	err := checkQuota([]*v1.ResourceQuota{q("tight", cpu("4"), cpu("2"))}, pods)
+	err := checkQuota([]*v1.ResourceQuota{q("tight", cpu("4"), cpu("2"))}, pods, nil)
 	if err == nil || !strings.Contains(err.Error(), "tight: requests.cpu requested 3, used 2, limited 4") {
 		t.Errorf("3 CPUs on top of 2 used, limit 4: %v", err)
 	}
 	count := q("count", v1.ResourceList{v1.ResourcePods: resource.MustParse("2")}, nil)
 	count.Status.Hard = nil // not yet seen by the quota controller: the spec limits
-	if err := checkQuota([]*v1.ResourceQuota{count}, pods); err == nil || !strings.Contains(err.Error(), "count: pods requested 3") {
+	if err := checkQuota([]*v1.ResourceQuota{count}, pods, nil); err == nil || !strings.Contains(err.Error(), "count: pods requested 3") {
 		t.Errorf("3 pods, limit 2: %v", err)
 	}
 	// A quota scoped to BestEffort pods does not count pods with requests.
 	scoped := q("best-effort", v1.ResourceList{v1.ResourcePods: resource.MustParse("1")}, nil)
 	scoped.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeBestEffort}
-	if err := checkQuota([]*v1.ResourceQuota{scoped}, pods); err != nil {
+	if err := checkQuota([]*v1.ResourceQuota{scoped}, pods, nil); err != nil {
 		t.Errorf("a BestEffort-scoped quota counted burstable pods: %v", err)
 	}
 }

@@ -107,16 +107,6 @@ func reservationPod(res *schedv1alpha1.Reservation) *v1.Pod {
 	}
 }
 
-func expand(sets []simulator.PodSet) []*v1.Pod {
-	var out []*v1.Pod
-	for _, s := range sets {
-		for range s.Count {
-			out = append(out, s.Pod)
-		}
-	}
-	return out
-}
-
 func countPods(sets []simulator.PodSet) int {
 	n := 0
 	for _, s := range sets {
