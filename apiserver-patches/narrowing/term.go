@@ -322,19 +322,41 @@ func (a *arena) compileTerm(term *core.NodeSelectorTerm, sd side) *compiledTerm 
 // expression: old terms hold many values and this runs on every update.
 func validLabelValues(vals []string) bool {
 	for _, v := range vals {
-		if len(v) > 63 {
+		n := len(v)
+		if n == 0 {
+			continue
+		}
+		if n > 63 {
 			return false
 		}
-		for i := 0; i < len(v); i++ {
-			c := v[i]
-			alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-			if !alnum && (i == 0 || i == len(v)-1 || c != '-' && c != '_' && c != '.') {
-				return false
-			}
+		// Branch-free: every allowed character has the inside bit.
+		acc := labelChar[v[0]] & labelChar[v[n-1]]
+		for i := 1; i < n-1; i++ {
+			acc &= labelChar[v[i]] | alnum
+		}
+		if acc != alnum|inside {
+			return false
 		}
 	}
 	return true
 }
+
+const (
+	inside = 1 << iota // allowed inside a label value
+	alnum              // allowed at its ends too
+)
+
+var labelChar = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			t[c] = alnum | inside
+		case c == '-', c == '_', c == '.':
+			t[c] = inside
+		}
+	}
+	return t
+}()
 
 // apply narrows the term by one requirement, reporting false when the
 // requirement cannot be interpreted (and leaving the term as it was).
