@@ -130,7 +130,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Simulator: sim, Provider: provider,
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: factory.Core().V1().Pods().Lister(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
-		PlacementTimeout:  o.PlacementTimeout,
+		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
 		MaxPodsPerRequest: o.MaxPodsPerRequest,
 	}
 	synced := &atomic.Bool{}

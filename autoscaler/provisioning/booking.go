@@ -65,7 +65,9 @@ func bookingName(uid types.UID, set, i int) string {
 	return fmt.Sprintf("provreq-%s-%d-%d", uid, set, i)
 }
 
-// bookingFor is the Reservation that books node for count pods like pod.
+// bookingFor is the Reservation that books node for count pods like pod,
+// at pod's spec.priority: placeAndBook has set it as admission would
+// (resolvePriorities), whatever the template said.
 func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, count int, c Class) *schedv1alpha1.Reservation {
 	ports := hostPorts(pod)
 	owners := make([]schedv1alpha1.ReservationOwner, 0, 2)
@@ -186,6 +188,9 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 // are all Ready has lost them (the attempt is rolled back).
 func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcile.Result, error) {
 	sim, err := r.placeAndBook(ctx, rq)
+	if rej, ok := asPriorityRejection(err); ok {
+		return r.fail(ctx, rq, rej.reason, err.Error())
+	}
 	if qe := (*quotaExceededError)(nil); errors.As(err, &qe) {
 		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
 	}
@@ -231,6 +236,11 @@ type simulation struct {
 // Everything else, creating nodes included, runs after it returns, on
 // several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	// The pods are simulated, and booked, at the priority admission would
+	// give them, not the template's (priority.go).
+	if err := r.resolvePriorities(ctx, rq.pr.Namespace, rq.sets); err != nil {
+		return simulation{}, err
+	}
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	pr, class, sets := rq.pr, rq.class, rq.sets

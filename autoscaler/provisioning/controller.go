@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -72,6 +73,9 @@ type Reconciler struct {
 	// unplaced (the scheduler found the room taken since the simulation)
 	// before the attempt counts as failed and is retried.
 	PlacementTimeout time.Duration
+	// PriorityClasses resolve the priority of a booking's pods as the
+	// Priority admission plugin would (nil: no PriorityClass exists).
+	PriorityClasses schedulinglisters.PriorityClassLister
 	// MaxPodsPerRequest bounds the pods of one request; a request asking
 	// for more Fails with TooManyPods (0: DefaultMaxPodsPerRequest).
 	MaxPodsPerRequest int

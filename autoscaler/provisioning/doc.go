@@ -17,6 +17,9 @@
 //   - booking.go: what a booking is, simulating and booking under bookMu,
 //     confirming a booking, and the Reservations assumed until the cache
 //     shows them.
+//   - priority.go: a booking's priority, resolved from the pods'
+//     PriorityClass as the Priority admission plugin resolves a pod's,
+//     never the template's spec.priority.
 //   - scaleup.go: atomic scale-up: planning, attempts, rollback.
 //   - scaledown.go: removing the nodes the provisioner added once unneeded.
 //   - class.go, quota.go, metrics.go: classes and parameters, the
