@@ -79,7 +79,7 @@ const (
 	maxRejected = 8
 	// maxDetailBytes and maxValueBytes clip each error's reason and term.
 	maxDetailBytes = 2048
-	maxValueBytes  = 1024
+	maxValueBytes  = 512
 	// maxParts is how many per-term reasons or notes a message lists.
 	maxParts = 8
 	// baseBudget and budgetPerUnit size the check's budget: enough for

@@ -109,6 +109,7 @@ func TestAdversarialSizes(t *testing.T) {
 		{"reordered", nil, nil, ""},
 		{"wide term", nil, nil, ""},
 		{"many lists on one key", nil, nil, "too large to prove that it narrows"},
+		{"long escaped values", nil, nil, "new terms 8 to 1999 were not checked"},
 	} {
 		switch tc.name {
 		case "review shape":
@@ -121,6 +122,23 @@ func TestAdversarialSizes(t *testing.T) {
 			tc.old, tc.new = wideTermShape(m)
 		case "many lists on one key":
 			tc.old, tc.new = manyListsShape(m / 4)
+		case "long escaped values":
+			// Values that %q quadruples, in many requirements, on every
+			// rejected term: the clipping must bound the quoted text too.
+			tc.old, _ = reviewShape(m, m)
+			var reqs []core.NodeSelectorRequirement
+			for i := range 20 {
+				vals := make([]string, 20)
+				for j := range vals {
+					vals[j] = strings.Repeat("\x00", 1000) + fmt.Sprint(i, j)
+				}
+				reqs = append(reqs, req(strings.Repeat("\x01", 300)+fmt.Sprint(i), in, vals...))
+			}
+			var nw []core.NodeSelectorTerm
+			for range m {
+				nw = append(nw, term(reqs...))
+			}
+			tc.new = affinity(nw...)
 		}
 		t.Run(tc.name, func(t *testing.T) {
 			errs := ValidateNodeAffinityMutation(path, tc.new, tc.old)
