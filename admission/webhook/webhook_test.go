@@ -109,6 +109,25 @@ func TestPolicyValidatorNamesTheField(t *testing.T) {
 	}
 }
 
+// A tenant's MetadataPolicy targeting its own Namespace (or any
+// cluster-scoped resource) is rejected by the webhook's validate-policy path.
+func TestPolicyValidatorRejectsClusterScopedTargets(t *testing.T) {
+	for _, resource := range []string{"namespaces", "nodes"} {
+		p := map[string]any{"apiVersion": "policy.gantry.dev/v1alpha1", "kind": "MetadataPolicy",
+			"metadata": map[string]any{"name": "escalate", "namespace": "team-a"},
+			"spec": map[string]any{
+				"targets": map[string]any{"resources": []any{map[string]any{"group": "", "resource": resource}}},
+				"rules":   []any{map[string]any{"policyAction": map[string]any{"updatedLabels": map[string]any{"role": "monitoring"}}}}}}
+		raw, _ := json.Marshal(p)
+		resp := PolicyValidator{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: raw}}})
+		if resp.Allowed || resp.Result.Code != http.StatusUnprocessableEntity ||
+			!strings.Contains(resp.Result.Message, "spec.targets.resources[0]") {
+			t.Errorf("%s: response = allowed %v, %+v", resource, resp.Allowed, resp.Result)
+		}
+	}
+}
+
 func TestBootstrapCertificates(t *testing.T) {
 	dir := t.TempDir()
 	caPEM, err := BootstrapCertificates(dir, []string{"gantry-webhook.gantry-system.svc", "127.0.0.1"}, time.Hour)

@@ -121,9 +121,13 @@ type Decision struct {
 }
 
 // Applies reports whether policy p applies to obj at all: target resource
-// and operation, and namespace.
+// and operation, and namespace. A namespaced policy never applies to a
+// cluster-scoped object, its own Namespace included.
 func (p *Policy) Applies(obj *Object) bool {
 	if !p.operations.Has(obj.Operation) || !p.resources.Has(obj.Resource) {
+		return false
+	}
+	if p.Namespace != "" && obj.clusterScoped() {
 		return false
 	}
 	return p.SelectsNamespace(obj.Namespace, obj.NamespaceLabels)

@@ -109,6 +109,14 @@ func compile(kind, ns, name string, gen int64, spec *policyv1alpha1.MetadataPoli
 	}
 	p.resources = sets.New(targets.Resources...)
 	p.operations = sets.New(targets.Operations...)
+	if !cluster {
+		for i, gr := range targets.Resources {
+			if ClusterScopedResources[gr] {
+				errs = append(errs, field.Invalid(specPath.Child("targets", "resources").Index(i), gr,
+					"a MetadataPolicy applies to objects in its own namespace only: cluster-scoped resources (namespaces included) need a ClusterMetadataPolicy"))
+			}
+		}
+	}
 	for i, op := range targets.Operations {
 		if op != policyv1alpha1.Create && op != policyv1alpha1.Update {
 			errs = append(errs, field.NotSupported(specPath.Child("targets", "operations").Index(i), op, []string{"CREATE", "UPDATE"}))
