@@ -20,5 +20,8 @@
 // Reservations are victims and preemptors too. The plugin knows their pods
 // through reservation/reservepod and reads and clears the nominations of
 // preempting reservations through frameworkext.ReservationNominator; it
-// never imports the Reservation plugin.
+// never imports the Reservation plugin. An owner pod's protection as a
+// victim comes from the same nominator, when it also implements
+// reservepod.Allocations: the live reservation's priority, never the pod's
+// allocation annotation (without the plugin, every pod has its own).
 package asyncpreemption

@@ -311,6 +311,14 @@ func (e *executor) reservationNominator() frameworkext.ReservationNominator {
 	return e.nominations()
 }
 
+// allocations returns what checks owner pods' reservations (the
+// Reservation plugin's store), or nil when no Reservation plugin runs: then
+// no pod is placed in a reservation, whatever its annotations say.
+func (e *executor) allocations() reservepod.Allocations {
+	a, _ := e.reservationNominator().(reservepod.Allocations)
+	return a
+}
+
 // wait waits for every started preemption to finish (tests, shutdown).
 func (e *executor) wait() { e.wg.Wait() }
 

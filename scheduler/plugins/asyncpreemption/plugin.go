@@ -235,26 +235,29 @@ func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState,
 			return nil, 0, fwk.AsStatus(err)
 		}
 	}
-	if err := withVictimPriorities(logger, nodeInfo); err != nil {
+	if err := withVictimPriorities(logger, nodeInfo, pl.exec.allocations()); err != nil {
 		return nil, 0, fwk.AsStatus(err)
 	}
 	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, pdbs)
 }
 
 // withVictimPriorities rewrites, in a node copy, the priority of the pods
-// whose victim priority differs from their own.
-func withVictimPriorities(logger klog.Logger, nodeInfo fwk.NodeInfo) error {
+// whose victim priority differs from their own. allocs (the Reservation
+// plugin's store, or nil without it) vouches for owner pods placed in a
+// reservation; a pod's allocation annotation alone changes nothing.
+func withVictimPriorities(logger klog.Logger, nodeInfo fwk.NodeInfo, allocs reservepod.Allocations) error {
 	var swap []*v1.Pod
+	var want []int32
 	for _, pi := range nodeInfo.GetPods() {
 		p := pi.GetPod()
-		if reservepod.VictimPriority(p) != podPriority(p) {
+		if prio := reservepod.VictimPriority(p, allocs); prio != podPriority(p) {
 			swap = append(swap, p)
+			want = append(want, prio)
 		}
 	}
-	for _, p := range swap {
+	for i, p := range swap {
 		q := p.DeepCopy()
-		want := reservepod.VictimPriority(p)
-		q.Spec.Priority = &want
+		q.Spec.Priority = &want[i]
 		if err := nodeInfo.RemovePod(logger, p); err != nil {
 			return err
 		}

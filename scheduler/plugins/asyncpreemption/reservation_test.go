@@ -35,7 +35,7 @@ func TestVictimPrioritiesInNodeCopy(t *testing.T) {
 	ni := framework.NewNodeInfo(rsv, owner, plain)
 	ni.SetNode(wrappers.MakeNode("n1").Obj())
 
-	if err := withVictimPriorities(klog.Background(), ni); err != nil {
+	if err := withVictimPriorities(klog.Background(), ni, fakeAllocations{"uid-owner": 50}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int32{}

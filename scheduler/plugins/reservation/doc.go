@@ -12,7 +12,11 @@
 // it; its Bind binds the pod with the allocation in the Binding's annotations
 // (scheduling.gantry.dev/reservation-allocated), set on the pod in the same
 // write as its node, and that annotation on bound pods is where every
-// scheduler instance rebuilds allocations from.
+// scheduler instance rebuilds allocations from. The annotation is
+// tenant-writable, so it is only a pointer: a pod counts against a
+// reservation, and is protected at its priority (reservepod.Allocations,
+// which the store implements for AsyncPreemption), only if the reservation
+// is live, the pod is one of its owners, and it is bound to its node.
 //
 // The status controller (leader only) writes phase, conditions, owners and
 // allocation, expires reservations, fails those whose node is deleted, and

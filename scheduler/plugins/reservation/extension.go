@@ -227,7 +227,7 @@ func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, n
 		return fwk.NewStatus(fwk.Skip)
 	}
 	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid,
-		Priority: reservepod.VictimPriority(cs.claimed.cached)})
+		Priority: reservepod.VictimPriority(cs.claimed.cached, nil)})
 	if err != nil {
 		return fwk.AsStatus(err)
 	}

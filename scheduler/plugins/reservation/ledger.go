@@ -1,6 +1,7 @@
 package reservation
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +24,10 @@ type allocation struct {
 	uid      types.UID
 	node     string
 	requests v1.ResourceList
+	// obj is the pod as the informer last had it (read-only), for checking
+	// a recorded allocation against the live reservation (entry.holds);
+	// nil for the scheduler's own in-cycle claims.
+	obj *v1.Pod
 }
 
 // entry is the store's view of one reservation (by UID: a name can be reused).
@@ -51,6 +56,36 @@ func (e *entry) phase() schedv1alpha1.ReservationPhase {
 
 func (e *entry) allocateOnce() bool {
 	return AllocateOnce(e.r)
+}
+
+// holds reports whether a bound pod's allocation annotation is borne out by
+// the live reservation: the pod is one of its owners and is bound to its
+// node. The annotation is tenant-writable (any pod creator can set it, and
+// it stays mutable after binding), so it is only a pointer to the
+// reservation; a pod that fails these checks is not placed in it: it is not
+// counted against the reservation and keeps its own priority as a victim.
+// Checked on use, not when the pod is seen, because the reservation may be
+// seen after its owners (informer order) and its owners may change.
+func (e *entry) holds(a allocation) bool {
+	if a.obj == nil || e.r.Status.NodeName == "" || a.node != e.r.Status.NodeName {
+		return false
+	}
+	for _, o := range e.owners {
+		if o.matches(a.obj) {
+			return true
+		}
+	}
+	return false
+}
+
+// heldAllocs are the bound owner pods whose annotation names e and that e
+// holds (entry.holds). Callers hold s.mu.
+func (s *store) heldAllocs(e *entry, fn func(a allocation)) {
+	for _, a := range s.allocs[e.r.UID] {
+		if e.holds(a) {
+			fn(a)
+		}
+	}
 }
 
 // store is the Reservation plugin's state, shared by the plugin's instances
@@ -166,15 +201,18 @@ func (s *store) consumed(e *entry) bool {
 	if !e.allocateOnce() {
 		return false
 	}
-	return len(e.pending) > 0 || len(s.allocs[e.r.UID]) > 0 || len(e.r.Status.CurrentOwners) > 0
+	if len(e.pending) > 0 || len(e.r.Status.CurrentOwners) > 0 {
+		return true
+	}
+	held := false
+	s.heldAllocs(e, func(allocation) { held = true })
+	return held
 }
 
 // remaining is what the reservation still holds for its owners.
 func (s *store) remaining(e *entry) v1.ResourceList {
 	var used []v1.ResourceList
-	for _, a := range s.allocs[e.r.UID] {
-		used = append(used, a.requests)
-	}
+	s.heldAllocs(e, func(a allocation) { used = append(used, a.requests) })
 	for _, a := range e.pending {
 		used = append(used, a.requests)
 	}
@@ -391,16 +429,42 @@ func (s *store) unschedulableMessage(uid types.UID) string {
 	return ""
 }
 
-// owners returns the bound owner pods of a reservation, sorted.
+// boundOwners returns the bound owner pods of a reservation on node that
+// the reservation holds (entry.holds), sorted.
 func (s *store) boundOwners(uid types.UID, node string) []allocation {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []allocation
-	for _, a := range s.allocs[uid] {
-		if a.node == node {
-			out = append(out, a)
-		}
+	e := s.entries[uid]
+	if e == nil || e.r.Status.NodeName != node {
+		return nil
 	}
+	var out []allocation
+	s.heldAllocs(e, func(a allocation) { out = append(out, a) })
 	sort.Slice(out, func(i, j int) bool { return out[i].pod.String() < out[j].pod.String() })
 	return out
+}
+
+// The store checks allocation annotations for Gantry's AsyncPreemption.
+var _ reservepod.Allocations = &store{}
+
+// AllocatedPriority returns the priority of the live reservation p is
+// placed in: its annotation names a reservation this store knows, p is one
+// of that reservation's owners and is bound to its node. The priority is
+// the reservation's own (its template's), never the annotation's.
+func (s *store) AllocatedPriority(p *v1.Pod) (int32, bool) {
+	v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]
+	if !ok || p.Spec.NodeName == "" {
+		return 0, false
+	}
+	var a schedv1alpha1.ReservationAllocation
+	if json.Unmarshal([]byte(v), &a) != nil || a.UID == "" {
+		return 0, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.entries[a.UID]
+	if e == nil || !e.holds(allocation{node: p.Spec.NodeName, obj: p}) {
+		return 0, false
+	}
+	return corev1helpers.PodPriority(e.pod), true
 }

@@ -192,7 +192,9 @@ func equalRequests(a, b *v1.Pod) bool {
 }
 
 // observePod records a pod's allocation from its annotation: bound, live
-// pods count; anything else (unbound, finished, deleted) does not.
+// pods count; anything else (unbound, finished, deleted) does not. What is
+// recorded is only a claim: it counts against the reservation once the
+// reservation holds it (entry.holds: an owner on its node).
 func (s *store) observePod(p *v1.Pod, deleted bool) {
 	var resv types.UID
 	var alloc *schedv1alpha1.ReservationAllocation
@@ -230,6 +232,7 @@ func (s *store) observePod(p *v1.Pod, deleted bool) {
 		uid:      p.UID,
 		node:     p.Spec.NodeName,
 		requests: apiresource.PodRequests(p, apiresource.PodResourcesOptions{}),
+		obj:      p,
 	}
 	s.podToResv[p.UID] = resv
 	if e := s.entries[resv]; e != nil {

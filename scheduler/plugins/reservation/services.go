@@ -50,9 +50,7 @@ func (s *store) onNode(node string) []NodeReservation {
 		if e.indexed {
 			nr.Remaining = s.remaining(e)
 		}
-		for _, a := range s.allocs[e.r.UID] {
-			nr.Allocated = append(nr.Allocated, a.pod.String())
-		}
+		s.heldAllocs(e, func(a allocation) { nr.Allocated = append(nr.Allocated, a.pod.String()) })
 		for _, a := range e.pending {
 			nr.Pending = append(nr.Pending, a.pod.String())
 		}

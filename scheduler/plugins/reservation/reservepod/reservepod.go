@@ -12,7 +12,6 @@
 package reservepod
 
 import (
-	"encoding/json"
 	"math"
 	"strconv"
 
@@ -40,10 +39,26 @@ func Is(p *v1.Pod) bool {
 	return p.Namespace == "" && p.Annotations[Annotation] != ""
 }
 
+// Allocations checks the reservation an owner pod is placed in. The
+// Reservation plugin implements it (AsyncPreemption finds it through
+// frameworkext.ReservationNominator): the allocation annotation
+// (schedv1alpha1.AnnotationAllocated) is tenant-writable, so only the live
+// reservation it names can vouch for it.
+type Allocations interface {
+	// AllocatedPriority returns the own priority of the live reservation p
+	// is placed in, and false unless its annotation names a known
+	// reservation, p is one of that reservation's owners and p is bound to
+	// the reservation's node.
+	AllocatedPriority(p *v1.Pod) (int32, bool)
+}
+
 // VictimPriority is the priority p has as a preemption victim: a
 // reservation's own priority for a reservation's pod, the higher of its own
-// and its reservation's for an owner pod placed in a reservation.
-func VictimPriority(p *v1.Pod) int32 {
+// and its reservation's for an owner pod placed in a reservation. Whether p
+// is placed in one, and that reservation's priority, come from allocs,
+// never from p's annotation: with allocs nil, every real pod has its own
+// priority.
+func VictimPriority(p *v1.Pod, allocs Allocations) int32 {
 	if Is(p) {
 		v, _ := strconv.ParseInt(p.Annotations[PriorityAnnotation], 10, 32)
 		return int32(v)
@@ -52,11 +67,14 @@ func VictimPriority(p *v1.Pod) int32 {
 	if p.Spec.Priority != nil {
 		prio = *p.Spec.Priority
 	}
-	if v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; ok {
-		var a schedv1alpha1.ReservationAllocation
-		if json.Unmarshal([]byte(v), &a) == nil && a.Priority > prio {
-			prio = a.Priority
-		}
+	if allocs == nil {
+		return prio
+	}
+	if _, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; !ok {
+		return prio
+	}
+	if r, ok := allocs.AllocatedPriority(p); ok && r > prio {
+		prio = r
 	}
 	return prio
 }

@@ -1,0 +1,108 @@
+package asyncpreemption
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// fakeAllocations stands for the Reservation plugin's store: the own
+// priority of the reservation each pod (by UID) is placed in.
+type fakeAllocations map[types.UID]int32
+
+func (f fakeAllocations) AllocatedPriority(p *v1.Pod) (int32, bool) {
+	prio, ok := f[p.UID]
+	return prio, ok
+}
+
+// withAllocation is p bound to n1 with an allocation annotation naming
+// reservation uid and the given priority.
+func withAllocation(name string, own int32, uid types.UID, prio int32) *v1.Pod {
+	v, _ := json.Marshal(schedv1alpha1.ReservationAllocation{Name: "r", UID: uid, Priority: prio})
+	return wrappers.MakePod(name, "ns").UID("uid-"+name).Priority(own).NodeName("n1").
+		Annotation(schedv1alpha1.AnnotationAllocated, string(v)).Obj()
+}
+
+func victimPriorities(t *testing.T, allocs reservepod.Allocations, pods ...*v1.Pod) map[string]int32 {
+	t.Helper()
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(wrappers.MakeNode("n1").Obj())
+	if err := withVictimPriorities(klog.Background(), ni, allocs); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, pi := range ni.GetPods() {
+		got[pi.GetPod().Name] = *pi.GetPod().Spec.Priority
+	}
+	return got
+}
+
+// A tenant's pod that writes itself an allocation with the highest
+// priority there is, naming no reservation it is placed in, stays a victim
+// at its own priority: with the Reservation plugin's store, and without it.
+func TestForgedAllocationKeepsOwnPriority(t *testing.T) {
+	forged := withAllocation("forged", 3, "uid-unknown", math.MaxInt32)
+	for name, allocs := range map[string]reservepod.Allocations{
+		"store knows no such allocation": fakeAllocations{},
+		"no Reservation plugin":          nil,
+	} {
+		if got := victimPriorities(t, allocs, forged)["forged"]; got != 3 {
+			t.Errorf("%s: forged pod has victim priority %d, want its own 3", name, got)
+		}
+	}
+}
+
+// An owner placed in a reservation gets the live reservation's priority,
+// whatever priority its annotation carries.
+func TestOwnerGetsReservationPriority(t *testing.T) {
+	owner := withAllocation("owner", 1, "uid-r", math.MaxInt32)
+	stale := withAllocation("stale", 1, "uid-r", 7)
+	got := victimPriorities(t, fakeAllocations{"uid-owner": 50, "uid-stale": 50}, owner, stale)
+	if got["owner"] != 50 || got["stale"] != 50 {
+		t.Errorf("victim priorities %v, want the reservation's 50 for both", got)
+	}
+	// Never lower than the pod's own.
+	high := withAllocation("high", 80, "uid-r", 50)
+	if got := victimPriorities(t, fakeAllocations{"uid-high": 50}, high)["high"]; got != 80 {
+		t.Errorf("victim priority %d, want the pod's own 80", got)
+	}
+}
+
+// nominatorWithAllocations is the Reservation plugin's store as the
+// executor sees it: nominations and allocation checks.
+type nominatorWithAllocations struct {
+	fakeNominator
+	fakeAllocations
+}
+
+// The executor finds the allocation checks on the Reservation plugin's
+// nominator, and has none without one.
+func TestAllocationsFromNominator(t *testing.T) {
+	e := newEnv(t)
+	if e.exec.allocations() != nil {
+		t.Error("allocation checks without a Reservation plugin")
+	}
+	e.exec.nominations = func() frameworkext.ReservationNominator { return &fakeNominator{} }
+	if e.exec.allocations() != nil {
+		t.Error("allocation checks from a nominator that has none")
+	}
+	n := &nominatorWithAllocations{fakeAllocations: fakeAllocations{"uid-owner": 50}}
+	e.exec.nominations = func() frameworkext.ReservationNominator { return n }
+	a := e.exec.allocations()
+	if a == nil {
+		t.Fatal("no allocation checks from the Reservation plugin's nominator")
+	}
+	if prio, ok := a.AllocatedPriority(withAllocation("owner", 1, "uid-r", 0)); !ok || prio != 50 {
+		t.Errorf("allocated priority %d, %v; want 50, true", prio, ok)
+	}
+}
