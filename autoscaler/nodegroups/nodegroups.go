@@ -72,21 +72,38 @@ type AttemptRollbacker interface {
 	RollBack(ctx context.Context, attempt string) error
 }
 
-// RollBack removes every node a scale-up attempt added to g, and returns
-// how many nodes it deleted. Groups that implement AttemptRollbacker do it
-// themselves; for the others the attempt's nodes are those with its label.
-func RollBack(ctx context.Context, g NodeGroup, attempt string) (int, error) {
+// RollBack removes every node a scale-up attempt added to g, but those
+// keep reports (nil: none), and returns how many nodes it deleted. The
+// attempt's nodes are those with its label. Groups that implement
+// AttemptRollbacker undo the attempt themselves when no node is kept;
+// otherwise only the other nodes are deleted.
+func RollBack(ctx context.Context, g NodeGroup, attempt string, keep func(context.Context, *v1.Node) (bool, error)) (int, error) {
+	if attempt == "" {
+		return 0, nil
+	}
 	nodes, err := g.Nodes(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var names []string
+	kept := 0
 	for _, n := range nodes {
-		if n.Labels[LabelAttempt] == attempt {
-			names = append(names, n.Name)
+		if n.Labels[LabelAttempt] != attempt {
+			continue
 		}
+		if keep != nil {
+			k, err := keep(ctx, n)
+			if err != nil {
+				return 0, err
+			}
+			if k {
+				kept++
+				continue
+			}
+		}
+		names = append(names, n.Name)
 	}
-	if r, ok := g.(AttemptRollbacker); ok {
+	if r, ok := g.(AttemptRollbacker); ok && kept == 0 {
 		return len(names), r.RollBack(ctx, attempt)
 	}
 	if len(names) == 0 {

@@ -40,11 +40,12 @@ const (
 	AnnotationRequest = "autoscaling.gantry.dev/provisioning-request"
 	// Finalizer keeps a request until its booking is released.
 	Finalizer = "autoscaling.gantry.dev/release-booking"
-	// AnnotationAttempts counts a request's failed attempts (for backoff);
-	// all the provisioner's state is in the API.
+	// AnnotationAttempts mirrors a request's count of failed attempts for
+	// people to read; the count the provisioner uses is DetailAttempts.
 	AnnotationAttempts = "autoscaling.gantry.dev/attempts"
-	// AnnotationNextAttempt is when the next attempt is due (RFC 3339):
-	// the request's own updates wake the controller, the backoff holds.
+	// AnnotationNextAttempt is where provisioners before issue 14 kept when
+	// the next attempt was due; neither read nor written any more (see
+	// DetailNextAttempt).
 	AnnotationNextAttempt = "autoscaling.gantry.dev/next-attempt"
 	// AnnotationBookedPods is how many pods a Reservation books (absent: 1).
 	AnnotationBookedPods = "autoscaling.gantry.dev/booked-pods"
@@ -331,7 +332,7 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
 		reason, how := provv1.ReasonCapacityIsFound, "found"
-		if attempt := pr.Annotations[AnnotationScaleUpAttempt]; attempt != "" {
+		if attempt, _ := ownAttempt(pr); attempt != "" {
 			reason, how = provv1.ReasonCapacityIsProvisioned, "provisioned by scale-up attempt "+attempt+" and"
 		}
 		msg := fmt.Sprintf("capacity for %d pods %s booked on %d nodes until %s", want, how, len(st.nodes), until.UTC().Format(time.RFC3339))

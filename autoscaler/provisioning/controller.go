@@ -50,8 +50,8 @@ const (
 
 // Reconciler serves the ProvisioningRequests of check-capacity and atomic
 // scale-up classes.
-// Every decision it takes is recorded on the request (conditions, the
-// attempts annotation) or in Reservations, so a restarted or newly elected
+// Every decision it takes is recorded on the request's status (conditions,
+// status.provisioningClassDetails) or in Reservations, so a restarted or newly elected
 // provisioner resumes where the last one stopped.
 type Reconciler struct {
 	Client    client.Client
@@ -259,26 +259,32 @@ var errRetry = errors.New("the request changed meanwhile; retrying")
 
 // nextAttempt is when the request's next attempt is due (zero: now).
 func nextAttempt(pr *provv1.ProvisioningRequest) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, pr.Annotations[AnnotationNextAttempt])
+	t, _ := time.Parse(time.RFC3339Nano, detail(pr, DetailNextAttempt))
 	return t
 }
 
 // attempts is how many attempts of the request have failed.
 func attempts(pr *provv1.ProvisioningRequest) int {
-	n, _ := strconv.Atoi(pr.Annotations[AnnotationAttempts])
+	n, err := strconv.Atoi(detail(pr, DetailAttempts))
+	if err != nil || n < 0 {
+		return 0
+	}
 	return n
 }
 
-// recordFailedAttempt counts a failed attempt on the request and returns
-// the wait before the next: the backoff, or until just past the deadline
-// (then the request Fails) if that is sooner.
+// recordFailedAttempt counts a failed attempt on the request's status
+// (written by the caller) and returns the wait before the next: the
+// backoff, or until just past the deadline (then the request Fails) if
+// that is sooner. The count is mirrored in AnnotationAttempts for people
+// to read; the provisioner never reads it back.
 func (r *Reconciler) recordFailedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, c Class, deadline time.Time) (time.Duration, error) {
 	n := attempts(pr) + 1
 	backoff := min(c.backoff(n), deadline.Sub(r.Clock.Now())+time.Second)
-	err := r.updateAnnotations(ctx, pr, map[string]string{
-		AnnotationAttempts:    strconv.Itoa(n),
-		AnnotationNextAttempt: r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano),
+	setDetails(pr, map[string]string{
+		DetailAttempts:    strconv.Itoa(n),
+		DetailNextAttempt: r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano),
 	})
+	err := r.updateAnnotations(ctx, pr, map[string]string{AnnotationAttempts: strconv.Itoa(n)})
 	return backoff, err
 }
 

@@ -35,6 +35,25 @@
 // multiplied by its count, and counts the namespace's other bookings
 // (quota.go); placeAndBook runs it under bookMu.
 //
+// # The provisioner's own state
+//
+// Tenants can edit a request's annotations but not its status, so what
+// decides privileged actions (which nodes a rollback deletes, when the
+// next attempt is due) is kept in status.provisioningClassDetails, the
+// upstream CRD's map of class details: wire-compatible with upstream, with
+// no further object to create, watch and garbage-collect, and written with
+// the conditions in the same status update. Its keys (DetailScaleUpAttempt
+// and the other Detail constants) are prefixed "gantry.dev/". An attempt's
+// ID is always "<request UID>-<n>"; a recorded attempt that is not (ownAttempt)
+// is ignored and logged. A rollback deletes only nodes labelled with the
+// request's own attempt, and none that runs a pod (runsPods, through the
+// API just before). The annotations earlier versions kept this state in
+// (AnnotationScaleUpAttempt, AnnotationNextAttempt, ...) are ignored, not
+// migrated: a request upgraded mid-attempt starts over, and its old
+// attempt's nodes, once unused, are removed by scale-down or when the
+// request is deleted. AnnotationAttempts still mirrors the count of failed
+// attempts for people to read.
+//
 // # Glossary
 //
 //   - Room, or capacity: node resources and host ports free for a pod.
@@ -49,8 +68,8 @@
 //     has "come".
 //   - Attempt: one try at finding capacity for a request, a simulation and
 //     its booking, plus for atomic classes a scale-up whose ID
-//     (AnnotationScaleUpAttempt) labels the nodes it adds. A failed attempt
-//     is counted (AnnotationAttempts) and retried after a backoff until the
+//     (DetailScaleUpAttempt) labels the nodes it adds. A failed attempt
+//     is counted (DetailAttempts) and retried after a backoff until the
 //     request's validity ends.
 //   - In flight: a scale-up attempt whose nodes are not booked yet.
 //   - Assumed: Reservations this process created that its cache does not

@@ -14,8 +14,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -23,16 +25,36 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 )
 
-// An atomic scale-up attempt is recorded on the request before any node is
-// created, so that a restarted provisioner finds it and either completes it
-// or rolls it back: its ID (also the label of every node it creates), its
-// plan and when it started.
+// Annotations where provisioners before issue 14 kept a request's attempt.
+// Any editor of the request can write them: they are neither read nor
+// written any more (see the package doc).
 const (
 	AnnotationScaleUpAttempt = "autoscaling.gantry.dev/scale-up-attempt"
 	// AnnotationScaleUpPlan is the nodes to add per group, "group=n,...".
 	AnnotationScaleUpPlan = "autoscaling.gantry.dev/scale-up-plan"
 	// AnnotationScaleUpStarted is when the attempt started (RFC 3339).
 	AnnotationScaleUpStarted = "autoscaling.gantry.dev/scale-up-started"
+)
+
+// An atomic scale-up attempt is recorded on the request before any node is
+// created, so that a restarted provisioner finds it and either completes it
+// or rolls it back: its ID (also the label of every node it creates), its
+// plan and when it started.
+// The provisioner's own record of a request's attempts, in the request's
+// status.provisioningClassDetails, which tenants cannot write (see the
+// package doc).
+const (
+	// DetailScaleUpAttempt is the attempt in flight, "<request UID>-<n>";
+	// the label of every node it creates.
+	DetailScaleUpAttempt = "gantry.dev/scale-up-attempt"
+	// DetailScaleUpPlan is the nodes it adds per group, "group=n,...".
+	DetailScaleUpPlan = "gantry.dev/scale-up-plan"
+	// DetailScaleUpStarted is when it started (RFC 3339).
+	DetailScaleUpStarted = "gantry.dev/scale-up-started"
+	// DetailAttempts counts the request's failed attempts (for backoff).
+	DetailAttempts = "gantry.dev/attempts"
+	// DetailNextAttempt is when the next attempt is due (RFC 3339).
+	DetailNextAttempt = "gantry.dev/next-attempt"
 )
 
 // Reasons of atomic scale-up.
@@ -280,12 +302,13 @@ func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *si
 
 	// Recorded before the first node exists: whatever happens next, the
 	// attempt is found and completed or rolled back.
-	attempt := fmt.Sprintf("%s-%d", pr.UID, attempts(pr)+1)
-	if err := r.updateAnnotations(ctx, pr, map[string]string{
-		AnnotationScaleUpAttempt: attempt,
-		AnnotationScaleUpPlan:    plan.String(),
-		AnnotationScaleUpStarted: r.Clock.Now().UTC().Format(time.RFC3339Nano),
-	}); err != nil {
+	attempt := attemptID(pr, attempts(pr)+1)
+	setDetails(pr, map[string]string{
+		DetailScaleUpAttempt: attempt,
+		DetailScaleUpPlan:    plan.String(),
+		DetailScaleUpStarted: r.Clock.Now().UTC().Format(time.RFC3339Nano),
+	})
+	if err := r.writeStatus(ctx, pr); err != nil {
 		return reconcile.Result{}, err
 	}
 	byID := map[string]nodegroups.NodeGroup{}
@@ -317,10 +340,62 @@ func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *si
 	return reconcile.Result{RequeueAfter: readinessPoll}, nil
 }
 
-// scaleUpInFlight reports whether the request has an attempt whose nodes
-// are not booked yet.
+// detail is one of the provisioner's details of the request ("": none).
+func detail(pr *provv1.ProvisioningRequest, key string) string {
+	return string(pr.Status.ProvisioningClassDetails[key])
+}
+
+// setDetails sets details of the request's status (not yet written); an
+// empty value removes the detail.
+func setDetails(pr *provv1.ProvisioningRequest, kv map[string]string) {
+	if pr.Status.ProvisioningClassDetails == nil {
+		pr.Status.ProvisioningClassDetails = map[string]provv1.Detail{}
+	}
+	for k, v := range kv {
+		if v == "" {
+			delete(pr.Status.ProvisioningClassDetails, k)
+		} else {
+			pr.Status.ProvisioningClassDetails[k] = provv1.Detail(v)
+		}
+	}
+}
+
+// attemptID is the ID of the request's attempt number n.
+func attemptID(pr *provv1.ProvisioningRequest, n int) string {
+	return fmt.Sprintf("%s-%d", pr.UID, n)
+}
+
+// ownAttempt is the request's recorded scale-up attempt ("": none). A
+// recorded value that is not one of the request's own attempt IDs,
+// "<request UID>-<n>", is ignored (ok false): nothing is ever done to the
+// nodes of another request's attempt on this request's behalf.
+func ownAttempt(pr *provv1.ProvisioningRequest) (attempt string, ok bool) {
+	a := detail(pr, DetailScaleUpAttempt)
+	if a == "" {
+		return "", true
+	}
+	rest, found := strings.CutPrefix(a, string(pr.UID)+"-")
+	if n, err := strconv.Atoi(rest); pr.UID == "" || !found || err != nil || n < 1 || a != attemptID(pr, n) {
+		return "", false
+	}
+	return a, true
+}
+
+// checkedAttempt is ownAttempt, logging a recorded value it ignores.
+func checkedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest) string {
+	a, ok := ownAttempt(pr)
+	if !ok {
+		klog.FromContext(ctx).Info("Ignoring a recorded scale-up attempt that is not the request's own",
+			"provisioningRequest", klog.KObj(pr), "uid", pr.UID, "attempt", detail(pr, DetailScaleUpAttempt))
+	}
+	return a
+}
+
+// scaleUpInFlight reports whether the request has an attempt of its own
+// whose nodes are not booked yet.
 func scaleUpInFlight(pr *provv1.ProvisioningRequest) bool {
-	return pr.Annotations[AnnotationScaleUpAttempt] != "" &&
+	a, _ := ownAttempt(pr)
+	return a != "" &&
 		!meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) && !isTerminal(pr)
 }
 
@@ -328,11 +403,11 @@ func scaleUpInFlight(pr *provv1.ProvisioningRequest) bool {
 // simulate and book them; past the provisioning timeout → roll back.
 func (r *Reconciler) followScaleUp(ctx context.Context, rq *request) (reconcile.Result, error) {
 	pr, class := rq.pr, rq.class
-	attempt := pr.Annotations[AnnotationScaleUpAttempt]
-	plan, err := parsePlan(pr.Annotations[AnnotationScaleUpPlan])
-	started, terr := time.Parse(time.RFC3339Nano, pr.Annotations[AnnotationScaleUpStarted])
+	attempt := checkedAttempt(ctx, pr)
+	plan, err := parsePlan(detail(pr, DetailScaleUpPlan))
+	started, terr := time.Parse(time.RFC3339Nano, detail(pr, DetailScaleUpStarted))
 	if err != nil || terr != nil {
-		return r.abortScaleUp(ctx, rq, "the scale-up attempt's annotations were changed and cannot be read")
+		return r.abortScaleUp(ctx, rq, "the scale-up attempt's record in status.provisioningClassDetails cannot be read")
 	}
 	if err := r.refresh(ctx); err != nil {
 		return reconcile.Result{}, err
@@ -378,12 +453,14 @@ func (r *Reconciler) abortScaleUp(ctx context.Context, rq *request, why string) 
 	return r.notFound(ctx, rq, why)
 }
 
-// rollBackAttempt deletes every node of the request's attempt through the
-// provider and forgets the attempt (in pr; written by the caller's next
-// update). Without an attempt it does nothing.
+// rollBackAttempt deletes every node of the request's own attempt through
+// the provider, but those that run pods, and forgets the attempt (in pr's
+// status; written by the caller's next status update). Without an attempt
+// of its own it deletes nothing.
 func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
-	attempt := pr.Annotations[AnnotationScaleUpAttempt]
+	attempt := checkedAttempt(ctx, pr)
 	if attempt == "" {
+		setDetails(pr, map[string]string{DetailScaleUpAttempt: "", DetailScaleUpPlan: "", DetailScaleUpStarted: ""})
 		return nil
 	}
 	deleted, err := r.rollBack(ctx, attempt)
@@ -393,9 +470,7 @@ func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.Provisionin
 	if deleted > 0 {
 		r.Recorder.Eventf(pr, v1.EventTypeWarning, ReasonScaleUpRolledBack, "Deleted the %d nodes of attempt %s: %s", deleted, attempt, why)
 	}
-	for _, k := range []string{AnnotationScaleUpAttempt, AnnotationScaleUpPlan, AnnotationScaleUpStarted} {
-		delete(pr.Annotations, k)
-	}
+	setDetails(pr, map[string]string{DetailScaleUpAttempt: "", DetailScaleUpPlan: "", DetailScaleUpStarted: ""})
 	return nil
 }
 
@@ -407,7 +482,7 @@ func (r *Reconciler) rollBack(ctx context.Context, attempt string) (int, error) 
 	total := 0
 	var errs []error
 	for _, g := range r.Provider.NodeGroups() {
-		n, err := nodegroups.RollBack(ctx, g, attempt)
+		n, err := nodegroups.RollBack(ctx, g, attempt, r.runsPods)
 		nodesRolledBack.WithLabelValues(g.ID()).Add(float64(n))
 		total += n
 		if err != nil {
@@ -415,6 +490,32 @@ func (r *Reconciler) rollBack(ctx context.Context, attempt string) (int, error) 
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// runsPods reports whether a node runs a pod that keeps it (see
+// holdsNode), looked up through the API just before the node would be
+// deleted; without an API reader, in the pod cache. Such a node is never
+// rolled back: the pod may be another tenant's.
+func (r *Reconciler) runsPods(ctx context.Context, n *v1.Node) (bool, error) {
+	if r.APIReader == nil {
+		if r.Pods == nil {
+			return true, nil
+		}
+		pods, err := r.Pods.List(labels.Everything())
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(pods, func(p *v1.Pod) bool { return p.Spec.NodeName == n.Name && holdsNode(p) }), nil
+	}
+	var pods v1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", n.Name)}); err != nil {
+		return false, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
+	}
+	if slices.ContainsFunc(pods.Items, func(p v1.Pod) bool { return holdsNode(&p) }) {
+		klog.FromContext(ctx).Info("Keeping a node of a rolled-back attempt: it runs pods", "node", klog.KObj(n), "attempt", n.Labels[nodegroups.LabelAttempt])
+		return true, nil
+	}
+	return false, nil
 }
 
 // inFlightAttempts are the attempts of requests, other than except, whose
@@ -429,7 +530,8 @@ func (r *Reconciler) inFlightAttempts(ctx context.Context, except *provv1.Provis
 	for i := range list.Items {
 		pr := &list.Items[i]
 		if scaleUpInFlight(pr) && (except == nil || pr.UID != except.UID) {
-			out[pr.Annotations[AnnotationScaleUpAttempt]] = true
+			a, _ := ownAttempt(pr)
+			out[a] = true
 		}
 	}
 	return out, nil

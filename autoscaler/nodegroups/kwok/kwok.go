@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -242,9 +243,11 @@ func (g *group) IncreaseSize(ctx context.Context, delta int, attempt string) ([]
 }
 
 // DeleteNodes implements nodegroups.NodeGroup; it refuses nodes of other
-// groups.
+// groups and, like the Cluster API provider, deletes nothing if the group
+// would be left with fewer than minSize nodes.
 func (g *group) DeleteNodes(ctx context.Context, names []string) error {
 	var errs []error
+	var targets []*v1.Node
 	for _, name := range names {
 		n, err := g.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -258,7 +261,23 @@ func (g *group) DeleteNodes(ctx context.Context, names []string) error {
 			errs = append(errs, fmt.Errorf("node %s does not belong to node group %s", name, g.cfg.Name))
 			continue
 		}
-		err = g.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+		if !slices.ContainsFunc(targets, func(t *v1.Node) bool { return t.Name == n.Name }) {
+			targets = append(targets, n)
+		}
+	}
+	if len(targets) > 0 {
+		size, err := g.TargetSize(ctx)
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if size-len(targets) < g.cfg.MinSize {
+			return errors.Join(append(errs, fmt.Errorf("node group %s: removing %d of %d nodes would leave fewer than its minimum of %d",
+				g.cfg.Name, len(targets), size, g.cfg.MinSize))...)
+		}
+	}
+	for _, n := range targets {
+		name := n.Name
+		err := g.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting node %s: %w", name, err))
 		}

@@ -138,3 +138,35 @@ func TestFailureInjection(t *testing.T) {
 		t.Error("the never-Ready node is handed to kwok")
 	}
 }
+
+// TestDeleteNodesHonoursMinSize: like the Cluster API provider, a group
+// deletes nothing that would leave it below its minimum size.
+func TestDeleteNodesHonoursMinSize(t *testing.T) {
+	c, err := ParseConfig([]byte("nodeGroups: [{name: small, minSize: 2, maxSize: 4, capacity: {cpu: \"1\", memory: 1Gi, pods: \"10\"}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	g := New(c, client).NodeGroups()[0]
+	ctx := context.Background()
+	names, err := g.IncreaseSize(ctx, 3, "a1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.DeleteNodes(ctx, names[:2]); err == nil || !strings.Contains(err.Error(), "fewer than its minimum of 2") {
+		t.Errorf("deleting 2 of 3 nodes of a group of at least 2: %v", err)
+	}
+	if n, _ := g.TargetSize(ctx); n != 3 {
+		t.Errorf("%d nodes left after a refused deletion, want 3", n)
+	}
+	// The same node twice, and one already gone, count once and not at all.
+	if err := g.DeleteNodes(ctx, []string{names[0], names[0], "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := g.TargetSize(ctx); n != 2 {
+		t.Errorf("%d nodes left, want 2", n)
+	}
+	if err := g.DeleteNodes(ctx, names[1:2]); err == nil {
+		t.Error("a group at its minimum size deleted a node")
+	}
+}

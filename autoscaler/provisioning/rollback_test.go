@@ -1,0 +1,117 @@
+package provisioning
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+)
+
+// listingGroup is a deletingGroup that lists its nodes, as
+// nodegroups.RollBack needs.
+type listingGroup struct {
+	deletingGroup
+	nodes []*v1.Node
+}
+
+func (g *listingGroup) Nodes(context.Context) ([]*v1.Node, error) { return g.nodes, nil }
+
+type oneListingGroup struct{ g *listingGroup }
+
+func (p oneListingGroup) NodeGroups() []nodegroups.NodeGroup { return []nodegroups.NodeGroup{p.g} }
+func (p oneListingGroup) NodeGroupForNode(n *v1.Node) (nodegroups.NodeGroup, bool) {
+	return p.g, n.Labels[nodegroups.LabelNodeGroup] == p.g.id
+}
+
+// rollBackFixture is a reconciler whose one node group has nodes of
+// attempt "r1-1" (request r1's): "idle" and "busy", which runs a pod.
+func rollBackFixture(t *testing.T) (*Reconciler, *listingGroup) {
+	t.Helper()
+	node := func(name string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			nodegroups.LabelNodeGroup: "g", nodegroups.LabelAttempt: "r1-1"}}}
+	}
+	nodes := []*v1.Node{node("idle"), node("busy")}
+	busy := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "p"}, Spec: v1.PodSpec{NodeName: "busy"}}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs := []client.Object{busy}
+	for _, n := range nodes {
+		objs = append(objs, n.DeepCopy())
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+		WithIndex(&v1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*v1.Pod).Spec.NodeName} }).Build()
+	g := &listingGroup{deletingGroup: deletingGroup{testGroup: testGroup{id: "g"}}, nodes: nodes}
+	return &Reconciler{Client: c, APIReader: c, Provider: oneListingGroup{g}, Recorder: record.NewFakeRecorder(10)}, g
+}
+
+// withAttempt is a request of UID uid whose recorded scale-up attempt is
+// attempt, both where this provisioner keeps it and where earlier versions
+// did (an annotation any editor of the request can set).
+func withAttempt(uid, attempt string) *provv1.ProvisioningRequest {
+	pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: uid, UID: types.UID(uid),
+		Annotations: map[string]string{
+			AnnotationScaleUpAttempt: attempt,
+			AnnotationScaleUpPlan:    "g=1000",
+			AnnotationScaleUpStarted: "2000-01-01T00:00:00Z",
+		}}}
+	pr.Status.ProvisioningClassDetails = map[string]provv1.Detail{
+		DetailScaleUpAttempt: provv1.Detail(attempt),
+		DetailScaleUpPlan:    "g=1000",
+		DetailScaleUpStarted: "2000-01-01T00:00:00Z",
+	}
+	return pr
+}
+
+// TestRollBackForeignAttempt: a request whose recorded attempt is another
+// request's (r1's, forged by the tenant of r2) deletes nothing, whether it
+// is rolled back, cancelled or failed.
+func TestRollBackForeignAttempt(t *testing.T) {
+	ctx := context.Background()
+	for _, attempt := range []string{"r1-1", "r1", "r2x-1", ""} {
+		r, g := rollBackFixture(t)
+		pr := withAttempt("r2", attempt)
+		if scaleUpInFlight(pr) {
+			t.Errorf("attempt %q: request r2 has a scale-up in flight", attempt)
+		}
+		if err := r.rollBackAttempt(ctx, pr, "cancelled"); err != nil {
+			t.Fatalf("attempt %q: %v", attempt, err)
+		}
+		if len(g.deleted) != 0 {
+			t.Errorf("attempt %q recorded on request r2: nodes %v of request r1 deleted", attempt, g.deleted)
+		}
+	}
+}
+
+// TestRollBackKeepsBusyNodes: rolling back a request's own attempt never
+// deletes a node that runs a pod (other than DaemonSet and mirror pods).
+func TestRollBackKeepsBusyNodes(t *testing.T) {
+	r, g := rollBackFixture(t)
+	pr := withAttempt("r1", "r1-1")
+	if !scaleUpInFlight(pr) {
+		t.Fatal("request r1's own attempt is not in flight")
+	}
+	if err := r.rollBackAttempt(context.Background(), pr, "timed out"); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.deleted) != 1 || g.deleted[0] != "idle" {
+		t.Errorf("deleted %v, want idle only (busy runs a pod)", g.deleted)
+	}
+	if scaleUpInFlight(pr) {
+		t.Error("the rolled-back attempt is still in flight")
+	}
+}
