@@ -130,15 +130,11 @@ func (r *Reviewer) report(d *engine.Decision, what string, res *Result) {
 		}
 	}
 	if len(d.Enforced.Conflicts) > 0 {
-		parts := make([]string, 0, len(d.Enforced.Conflicts))
-		for _, c := range d.Enforced.Conflicts {
-			parts = append(parts, c.String())
-		}
-		res.audit(AuditKeyConflicts, strings.Join(parts, "; "))
+		res.audit(AuditKeyConflicts, d.Enforced.ConflictSummary())
 		metrics.Decisions.WithLabelValues(metrics.ResultConflict, r.Deployment).Inc()
 	}
 	if len(d.Enforced.Ignored) > 0 {
-		res.audit(AuditKeyIgnored, strings.Join(d.Enforced.Ignored, "; "))
+		res.audit(AuditKeyIgnored, d.Enforced.IgnoredSummary())
 	}
 }
 

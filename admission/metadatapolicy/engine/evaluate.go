@@ -65,11 +65,15 @@ type Outcome struct {
 	Rejections []RuleRef
 	// Writes are the winning writes, in application order.
 	Writes []Write
-	// Conflicts are the losing writes.
-	Conflicts []Conflict
+	// Conflicts are the losing writes, the first MaxReported of them;
+	// MoreConflicts counts the others.
+	Conflicts     []Conflict
+	MoreConflicts int
 	// Ignored explains matching writes that do not apply (schedulerName on
-	// UPDATE or on other resources).
-	Ignored []string
+	// UPDATE or on other resources), the first MaxReported of them;
+	// MoreIgnored counts the others.
+	Ignored     []string
+	MoreIgnored int
 	// Matched are every matching rule.
 	Matched []RuleRef
 }
@@ -79,11 +83,58 @@ func (o *Outcome) Rejected() bool { return len(o.Rejections) > 0 }
 
 // RejectionMessage names every rejecting policy and rule.
 func (o *Outcome) RejectionMessage() string {
-	refs := make([]string, 0, len(o.Rejections))
-	for _, r := range o.Rejections {
+	n := min(len(o.Rejections), MaxReported)
+	refs := make([]string, 0, n)
+	for _, r := range o.Rejections[:n] {
 		refs = append(refs, r.String())
 	}
-	return "rejected by " + strings.Join(refs, ", ")
+	return "rejected by " + joinCapped(refs, len(o.Rejections), ", ")
+}
+
+// MaxReported bounds the items (rejecting rules, writes, conflicts, ignored
+// writes) one message or audit annotation lists; the rest are counted ("and
+// N more"). MaxReportedItemBytes bounds each item. A request's annotations
+// thus stay a few KiB however many policies a tenant creates.
+const (
+	MaxReported          = 20
+	MaxReportedItemBytes = 256
+)
+
+// joinCapped joins at most MaxReported items, each clipped to
+// MaxReportedItemBytes, and says how many of total it left out.
+func joinCapped(items []string, total int, sep string) string {
+	items = items[:min(len(items), MaxReported)]
+	var b strings.Builder
+	for i, it := range items {
+		if i > 0 {
+			b.WriteString(sep)
+		}
+		if len(it) > MaxReportedItemBytes {
+			it = it[:MaxReportedItemBytes] + "..."
+		}
+		b.WriteString(it)
+	}
+	if more := total - len(items); more > 0 {
+		fmt.Fprintf(&b, "%sand %d more", sep, more)
+	}
+	return b.String()
+}
+
+// ConflictSummary describes the conflicts for the audit annotation: at most
+// MaxReported of them, in application order, then how many more there are.
+func (o *Outcome) ConflictSummary() string {
+	n := min(len(o.Conflicts), MaxReported)
+	parts := make([]string, 0, n)
+	for _, c := range o.Conflicts[:n] {
+		parts = append(parts, c.String())
+	}
+	return joinCapped(parts, len(o.Conflicts)+o.MoreConflicts, "; ")
+}
+
+// IgnoredSummary describes the ignored writes for the audit annotation, as
+// ConflictSummary does.
+func (o *Outcome) IgnoredSummary() string {
+	return joinCapped(o.Ignored, len(o.Ignored)+o.MoreIgnored, "; ")
 }
 
 // Changes returns the writes that change the object: values that differ
@@ -185,6 +236,8 @@ func Evaluate(policies []*Policy, obj *Object) *Decision {
 			}
 			if s := r.action.SchedulerName; s != "" {
 				switch {
+				case len(out.Ignored) >= MaxReported && (!obj.Pod || obj.Operation != policyv1alpha1.Create):
+					out.MoreIgnored++
 				case !obj.Pod:
 					out.Ignored = append(out.Ignored, fmt.Sprintf("%s: schedulerName applies to pods only", ref))
 				case obj.Operation != policyv1alpha1.Create:
@@ -206,7 +259,11 @@ func (o *Outcome) write(seen map[string]Write, w Write) {
 	key := w.target()
 	if first, ok := seen[key]; ok {
 		if first.Value != w.Value {
-			o.Conflicts = append(o.Conflicts, Conflict{Winner: first, Loser: w})
+			if len(o.Conflicts) < MaxReported {
+				o.Conflicts = append(o.Conflicts, Conflict{Winner: first, Loser: w})
+			} else {
+				o.MoreConflicts++
+			}
 		}
 		return
 	}
@@ -227,7 +284,7 @@ func (o *Outcome) Summary() string {
 		}
 		sort.Strings(writes)
 		if len(writes) > 0 {
-			parts = append(parts, "sets "+strings.Join(writes, ", "))
+			parts = append(parts, "sets "+joinCapped(writes, len(writes), ", "))
 		}
 	}
 	return strings.Join(parts, "; ")
