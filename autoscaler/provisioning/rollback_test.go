@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -9,12 +10,16 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
 // listingGroup is a deletingGroup that lists its nodes, as
@@ -34,29 +39,37 @@ func (p oneListingGroup) NodeGroupForNode(n *v1.Node) (nodegroups.NodeGroup, boo
 }
 
 // rollBackFixture is a reconciler whose one node group has nodes of
-// attempt "r1-1" (request r1's): "idle" and "busy", which runs a pod.
+// attempt "r1-1" (request r1's): "idle", "busy", which runs a pod, and
+// "daemons", which runs a DaemonSet's pod only.
 func rollBackFixture(t *testing.T) (*Reconciler, *listingGroup) {
 	t.Helper()
 	node := func(name string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			nodegroups.LabelNodeGroup: "g", nodegroups.LabelAttempt: "r1-1"}}}
 	}
-	nodes := []*v1.Node{node("idle"), node("busy")}
+	nodes := []*v1.Node{node("idle"), node("busy"), node("daemons")}
 	busy := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "p"}, Spec: v1.PodSpec{NodeName: "busy"}}
+	daemon := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "d", OwnerReferences: []metav1.OwnerReference{
+		{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds", Controller: ptr.To(true)}}}, Spec: v1.PodSpec{NodeName: "daemons"}}
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			t.Fatal(err)
 		}
 	}
-	objs := []client.Object{busy}
+	objs := []client.Object{busy, daemon}
+	nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, n := range nodes {
 		objs = append(objs, n.DeepCopy())
+		_ = nodeIndex.Add(n)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&v1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*v1.Pod).Spec.NodeName} }).Build()
 	g := &listingGroup{deletingGroup: deletingGroup{testGroup: testGroup{id: "g"}}, nodes: nodes}
-	return &Reconciler{Client: c, APIReader: c, Provider: oneListingGroup{g}, Recorder: record.NewFakeRecorder(10)}, g
+	// The pod cache lags: it shows no pod yet.
+	podIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	return &Reconciler{Client: c, APIReader: c, Provider: oneListingGroup{g}, Recorder: record.NewFakeRecorder(10),
+		Nodes: corelisters.NewNodeLister(nodeIndex), Pods: corelisters.NewPodLister(podIndex)}, g
 }
 
 // withAttempt is a request of UID uid whose recorded scale-up attempt is
@@ -108,10 +121,29 @@ func TestRollBackKeepsBusyNodes(t *testing.T) {
 	if err := r.rollBackAttempt(context.Background(), pr, "timed out"); err != nil {
 		t.Fatal(err)
 	}
-	if len(g.deleted) != 1 || g.deleted[0] != "idle" {
-		t.Errorf("deleted %v, want idle only (busy runs a pod)", g.deleted)
+	if got := strings.Join(g.deleted, " "); got != "idle daemons" {
+		t.Errorf("deleted %v, want idle and daemons (busy runs a pod)", g.deleted)
 	}
 	if scaleUpInFlight(pr) {
 		t.Error("the rolled-back attempt is still in flight")
+	}
+}
+
+// TestRemoveUnusedNodesKeepsBusyNodes: a deleted request's nodes that run
+// a pod the cache does not show yet are kept, and another request's nodes
+// are never touched.
+func TestRemoveUnusedNodesKeepsBusyNodes(t *testing.T) {
+	r, g := rollBackFixture(t)
+	if err := r.removeUnusedNodes(context.Background(), withAttempt("r2", "r1-1")); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.deleted) != 0 {
+		t.Errorf("request r2's removal deleted request r1's nodes %v", g.deleted)
+	}
+	if err := r.removeUnusedNodes(context.Background(), withAttempt("r1", "")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(g.deleted, " "); got != "daemons idle" {
+		t.Errorf("deleted %v, want daemons and idle (busy runs a pod)", g.deleted)
 	}
 }

@@ -538,7 +538,8 @@ func (r *Reconciler) inFlightAttempts(ctx context.Context, except *provv1.Provis
 }
 
 // removeUnusedNodes deletes the nodes any attempt of a request created
-// that nothing uses (no pod, no other booking): a cancelled request leaves
+// (labelled "<its UID>-<n>") that nothing uses (no pod, looked up through
+// the API just before; no other booking): a cancelled request leaves
 // nothing behind.
 func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.ProvisioningRequest) error {
 	if r.Provider == nil {
@@ -556,6 +557,13 @@ func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.Provision
 	byGroup := map[nodegroups.NodeGroup][]string{}
 	for _, n := range nodes {
 		if !strings.HasPrefix(n.Labels[nodegroups.LabelAttempt], prefix) || used[n.Name] {
+			continue
+		}
+		// The cache may lag: a pod bound meanwhile keeps the node.
+		if busy, err := r.runsPods(ctx, n); err != nil || busy {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		if g, ok := r.Provider.NodeGroupForNode(n); ok {
