@@ -16,4 +16,14 @@
 //   - schedulerName applies to pods at CREATE only (the field is immutable).
 //   - Audit policies are evaluated the same way, separately: what they
 //     would do is reported, nothing is changed.
+//   - A MetadataPolicy (namespaced) never applies to a cluster-scoped
+//     object, its own Namespace included; targeting a well-known
+//     cluster-scoped resource is a compile error (ClusterScopedResources).
+//
+// Cost is bounded against tenants that create many policies: Conflicts
+// groups writes by key and namespace and stops each policy's analysis at
+// MaxConflictMessages conflicts (and a pass at MaxOverlapChecks pairs), and
+// what one evaluation reports (rejections, writes, conflicts, ignored
+// writes) lists at most MaxReported items of MaxReportedItemBytes, then
+// "and N more".
 package engine
