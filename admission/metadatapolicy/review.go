@@ -121,8 +121,14 @@ func (r *Reviewer) report(d *engine.Decision, what string, res *Result) {
 		if d.Audited.Rejected() {
 			reason = "AuditWouldReject"
 		}
+		// One event per matching Audit policy, for at most MaxReported
+		// policies: a tenant's many policies must not turn each request
+		// into as many event writes.
 		seen := map[*engine.Policy]bool{}
 		for _, m := range d.Audited.Matched {
+			if len(seen) >= engine.MaxReported {
+				break
+			}
 			if !seen[m.Policy] && r.Recorder != nil {
 				seen[m.Policy] = true
 				r.Recorder.Eventf(policyRef(m.Policy), v1.EventTypeNormal, reason, "%s: %s", what, summary)
