@@ -83,3 +83,22 @@ func TestConflictSummaryBounded(t *testing.T) {
 		t.Errorf("ignored summary is %d bytes (bound %d): ...%s", len(ignored), bound, ignored[max(0, len(ignored)-80):])
 	}
 }
+
+// Past its comparison budget the analysis stops, and every policy it may
+// not have finished says so rather than claiming no conflict.
+func TestConflictsBudget(t *testing.T) {
+	old := maxOverlapChecks
+	maxOverlapChecks = 3
+	t.Cleanup(func() { maxOverlapChecks = old })
+	var policies []*Policy
+	for i := range 10 {
+		policies = append(policies, nsPolicy("tenant", fmt.Sprintf("p-%02d", i)).rule(everything, setLabels("k", fmt.Sprintf("v%d", i))).compile(t))
+	}
+	got := Conflicts(policies, func(string) (map[string]string, bool) { return nil, true })
+	for _, p := range policies {
+		msgs := got[p]
+		if len(msgs) == 0 || !strings.HasPrefix(msgs[len(msgs)-1], "conflict analysis stopped after 3 comparisons") {
+			t.Errorf("%s: %q, want a last message saying the analysis stopped", p.ID(), msgs)
+		}
+	}
+}

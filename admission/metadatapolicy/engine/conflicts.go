@@ -79,6 +79,9 @@ const (
 	MaxOverlapChecks    = 1 << 20
 )
 
+// maxOverlapChecks is MaxOverlapChecks; tests lower it.
+var maxOverlapChecks = MaxOverlapChecks
+
 // policyWrites are the writes of one policy to one target, in rule order.
 type policyWrites struct {
 	policy *Policy
@@ -146,7 +149,7 @@ func Conflicts(policies []*Policy, nsLabels func(string) (map[string]string, boo
 
 	out := map[*Policy][]string{}
 	found := map[*Policy]int{} // conflicts found, up to MaxConflictMessages+1
-	budget := MaxOverlapChecks
+	budget := maxOverlapChecks
 	exhausted := false
 	for _, target := range targets {
 		tw := byTarget[target]
@@ -204,7 +207,7 @@ func Conflicts(policies []*Policy, nsLabels func(string) (map[string]string, boo
 	if exhausted {
 		for _, p := range policies {
 			if p.Enforcement == policyv1alpha1.Enforce && found[p] <= MaxConflictMessages {
-				out[p] = append(out[p], fmt.Sprintf("conflict analysis stopped after %d comparisons: too many policies write the same keys, conflicts may be missing", MaxOverlapChecks))
+				out[p] = append(out[p], fmt.Sprintf("conflict analysis stopped after %d comparisons: too many policies write the same keys, conflicts may be missing", maxOverlapChecks))
 			}
 		}
 	}
