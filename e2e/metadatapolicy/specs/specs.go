@@ -238,6 +238,16 @@ func specs() {
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.rules[0].policyAction.updatedLabels[not a key]"))
 	})
+
+	ginkgo.It("rejects a tenant's policy targeting its own Namespace or nodes", func(ctx ginkgo.SpecContext) {
+		for _, resource := range []string{"namespaces", "nodes"} {
+			p := c.policy("escalate-"+resource).Rule(policyv1alpha1.PolicyPredicate{}, policyv1alpha1.PolicyAction{UpdatedLabels: labels("pod-security.kubernetes.io/enforce", "privileged")})
+			p.Spec.Targets = &policyv1alpha1.Targets{Resources: []policyv1alpha1.GroupResource{{Group: "", Resource: resource}}}
+			err := c.submit(ctx, p)
+			gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "%s: want 422 Invalid, got %v", resource, err)
+			gomega.Expect(err.Error()).To(gomega.ContainSubstring("spec.targets.resources[0]"))
+		}
+	})
 }
 
 // guaranteed gives the pod's container limits equal to requests of 100m
