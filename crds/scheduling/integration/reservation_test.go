@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	typedv1alpha1 "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/crds/crdtest"
@@ -113,6 +114,22 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 					{Annotation: &schedv1alpha1.OwnerAnnotation{Value: "req"}, Namespace: "default"}}
 			},
 			wantErr: "spec.owners[0].annotation.key"},
+		{name: "highest user priority may preempt",
+			create: func(r *schedv1alpha1.Reservation) { r.Spec.Template.Priority = ptr.To[int32](1000000000) }},
+		{name: "system priority may not preempt",
+			create:  func(r *schedv1alpha1.Reservation) { r.Spec.Template.Priority = ptr.To[int32](2000001000) },
+			wantErr: "spec.template: Invalid value: priority above 1000000000 (a system priority) needs preemptionPolicy Never"},
+		{name: "system priority preempting lower explicitly",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Template.Priority = ptr.To[int32](1000000001)
+				r.Spec.Template.PreemptionPolicy = ptr.To(v1.PreemptLowerPriority)
+			},
+			wantErr: "spec.template: Invalid value: priority above 1000000000 (a system priority) needs preemptionPolicy Never"},
+		{name: "system priority that never preempts",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Template.Priority = ptr.To[int32](2147483647)
+				r.Spec.Template.PreemptionPolicy = ptr.To(v1.PreemptNever)
+			}},
 		{name: "template changed after create",
 			update: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Template.Requests[v1.ResourceCPU] = resource.MustParse("2")

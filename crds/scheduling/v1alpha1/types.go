@@ -105,7 +105,10 @@ type ReservationSpec struct {
 }
 
 // ReservationTemplate is the part of a pod that decides where it can run and
-// what it holds there.
+// what it holds there. A priority above 1000000000 (the system priorities,
+// which kube-apiserver gives pods only through the system PriorityClasses)
+// may not preempt: with it the reservation would preempt system pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.priority) || self.priority <= 1000000000 || (has(self.preemptionPolicy) && self.preemptionPolicy == 'Never')",message="priority above 1000000000 (a system priority) needs preemptionPolicy Never"
 type ReservationTemplate struct {
 	// Requests are the resources reserved, as a pod's summed container requests.
 	// +kubebuilder:validation:Type=object
@@ -140,7 +143,9 @@ type ReservationTemplate struct {
 	// +optional
 	HostPorts []v1.ContainerPort `json:"hostPorts,omitempty"`
 
-	// Priority of the reservation in the scheduling queue and against preemption.
+	// Priority of the reservation in the scheduling queue and against
+	// preemption. Above 1000000000 (a system priority) only with
+	// preemptionPolicy Never.
 	// +optional
 	Priority *int32 `json:"priority,omitempty"`
 
