@@ -94,27 +94,25 @@ func TestBookingPriority(t *testing.T) {
 		e.deleteRequest("default", "high")
 	})
 
-	t.Run("a forged spec.priority does not raise the class's", func(t *testing.T) {
-		e.t = t
-		template("escalating-workers", "high", 2147483647)
-		e.request("default", "escalating", provv1.ClassCheckCapacity, "escalating-workers", 1, nil)
-		e.waitCondition("default", "escalating", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
-		if got := priorities(e.uid("default", "escalating")); len(got) != 1 || got[0] != 100000 {
-			t.Errorf("booking priorities %v, want [100000] (class high; the template's 2147483647 is forged)", got)
-		}
-		e.deleteRequest("default", "escalating")
-	})
-
-	t.Run("no class: the forged spec.priority is ignored", func(t *testing.T) {
-		e.t = t
-		template("forged-workers", "", 2147483647)
-		e.request("default", "forged", provv1.ClassCheckCapacity, "forged-workers", 1, nil)
-		e.waitCondition("default", "forged", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
-		if got := priorities(e.uid("default", "forged")); len(got) != 1 || got[0] != 0 {
-			t.Errorf("booking priorities %v, want [0] (no class, no default class)", got)
-		}
-		e.deleteRequest("default", "forged")
-	})
+	for _, tc := range []struct {
+		test, request, class string
+		want                 int32
+		why                  string
+	}{
+		{"a forged spec.priority does not raise the class's", "escalating", "high", 100000, "class high; the template's 2147483647 is forged"},
+		{"no class: the forged spec.priority is ignored", "forged", "", 0, "no class, no default class"},
+	} {
+		t.Run(tc.test, func(t *testing.T) {
+			e.t = t
+			template(tc.request+"-workers", tc.class, 2147483647)
+			e.request("default", tc.request, provv1.ClassCheckCapacity, tc.request+"-workers", 1, nil)
+			e.waitCondition("default", tc.request, provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+			if got := priorities(e.uid("default", tc.request)); len(got) != 1 || got[0] != tc.want {
+				t.Errorf("booking priorities %v, want [%d] (%s)", got, tc.want, tc.why)
+			}
+			e.deleteRequest("default", tc.request)
+		})
+	}
 
 	t.Run("a missing class fails the request", func(t *testing.T) {
 		e.t = t
