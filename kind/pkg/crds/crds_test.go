@@ -107,7 +107,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("---\n---\nkind: CustomResourceDefinition\napiVersion: apiextensions.k8s.io/v1\n"))
 	f.Add([]byte("{\"kind\":\"CustomResourceDefinition\"}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		list, err := decode(data)
+		list, err := decodeCRDs(data)
 		if err != nil {
 			return
 		}
@@ -117,4 +117,41 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestShippedRoles: the roles under crds/ that aggregate into the
+// user-facing roles (docs/security.md's tenant) never let a tenant write a
+// status subresource or reach a cluster-scoped Gantry kind.
+func TestShippedRoles(t *testing.T) {
+	roles, err := LoadRoles(filepath.Join("..", "..", "..", "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(roles) == 0 {
+		t.Fatal("no ClusterRole found under crds/")
+	}
+	clusterScoped := map[string]bool{"reservations": true, "provisioningclasses": true, "clustermetadatapolicies": true}
+	writes := map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "deletecollection": true, "*": true}
+	for _, role := range roles {
+		aggregated := false
+		for k := range role.Labels {
+			aggregated = aggregated || strings.HasPrefix(k, "rbac.authorization.k8s.io/aggregate-to-")
+		}
+		if !aggregated {
+			continue
+		}
+		for _, rule := range role.Rules {
+			for _, res := range rule.Resources {
+				base, sub, _ := strings.Cut(res, "/")
+				if clusterScoped[base] || res == "*" {
+					t.Errorf("%s grants %v on %s, a cluster-scoped kind", role.Name, rule.Verbs, res)
+				}
+				for _, v := range rule.Verbs {
+					if sub != "" && writes[v] {
+						t.Errorf("%s grants %s on %s", role.Name, v, res)
+					}
+				}
+			}
+		}
+	}
 }
