@@ -38,6 +38,9 @@ const (
 	LabelReservation    = "reservation"
 	LabelPreemption     = "preemption"
 	LabelProvisioning   = "provisioning"
+	// LabelSecurity marks the attacks of docs/security.md's threat model,
+	// each run as a tenant (see Tenant).
+	LabelSecurity = "security"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or
