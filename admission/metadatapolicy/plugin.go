@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -110,10 +112,17 @@ func (p *Plugin) ValidateInitialization() error {
 	return nil
 }
 
-// Admit applies the policies that select the object.
+// Admit applies the policies that select the object. An update through the
+// status subresource is reviewed as an update of the object when it changes
+// labels or annotations (pods/status keeps them); other subresources are
+// checked in Validate, against the object their strategy stores.
 func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if a.GetSubresource() != "" || isPolicyResource(a) || a.GetNamespace() == "" {
+	if isPolicyResource(a) || a.GetSubresource() != "" && a.GetSubresource() != "status" {
 		return nil
+	}
+	obj, review, err := subject(a)
+	if err != nil || !review {
+		return err
 	}
 	start := time.Now()
 	defer metrics.Observe(PluginName, metrics.InProcess, start)
@@ -121,24 +130,12 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 		metrics.Decisions.WithLabelValues(metrics.ResultError, metrics.InProcess).Inc()
 		return admission.NewForbidden(a, ErrNotReady)
 	}
-	obj, err := meta.Accessor(a.GetObject())
-	if err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("MetadataPolicy: object has no metadata: %v", err))
-	}
-	gr := a.GetResource().GroupResource()
 	op := policyv1alpha1.Operation(a.GetOperation())
 	reviewer := p.reviewer
 	if a.IsDryRun() {
 		reviewer = reviewer.WithoutEvents()
 	}
-	res, err := reviewer.Review(ctx, &engine.Object{
-		Operation:   op,
-		Resource:    policyv1alpha1.GroupResource{Group: gr.Group, Resource: gr.Resource},
-		Namespace:   a.GetNamespace(),
-		Labels:      obj.GetLabels(),
-		Annotations: obj.GetAnnotations(),
-		Pod:         gr == api.Resource("pods"),
-	}, Describe(a.GetKind().Kind, a.GetNamespace(), a.GetName(), op))
+	res, err := reviewer.Review(ctx, obj, Describe(a.GetKind().Kind, a.GetNamespace(), a.GetName(), op))
 	if err != nil {
 		return admission.NewForbidden(a, err)
 	}
@@ -154,8 +151,9 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	if !res.Changed() {
 		return nil
 	}
-	obj.SetLabels(Merge(obj.GetLabels(), res.Labels))
-	obj.SetAnnotations(Merge(obj.GetAnnotations(), res.Annotations))
+	m, _ := meta.Accessor(a.GetObject())
+	m.SetLabels(Merge(m.GetLabels(), res.Labels))
+	m.SetAnnotations(Merge(m.GetAnnotations(), res.Annotations))
 	if res.SchedulerName != "" {
 		pod, ok := a.GetObject().(*api.Pod)
 		if !ok {
@@ -166,9 +164,72 @@ func (p *Plugin) Admit(ctx context.Context, a admission.Attributes, _ admission.
 	return nil
 }
 
-// Validate rejects policies that do not compile, naming the fields.
-func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
-	if !isPolicyResource(a) || a.GetSubresource() != "" {
+// subject is what the engine sees of a request, and whether policies must
+// review it at all: not an object without a namespace (but a Namespace, as
+// itself, at CREATE and UPDATE alike), not a subresource update that leaves
+// labels and annotations unchanged (kubelet status updates stay cheap).
+func subject(a admission.Attributes) (*engine.Object, bool, error) {
+	gr := a.GetResource().GroupResource()
+	ns := a.GetNamespace()
+	isNamespace := gr == api.Resource("namespaces") && a.GetSubresource() == ""
+	if isNamespace {
+		ns = a.GetName()
+	}
+	if ns == "" {
+		return nil, false, nil
+	}
+	obj, err := meta.Accessor(a.GetObject())
+	if err != nil {
+		if a.GetSubresource() != "" {
+			return nil, false, nil // e.g. a Binding or an Eviction: not the object itself
+		}
+		return nil, false, apierrors.NewBadRequest(fmt.Sprintf("MetadataPolicy: object has no metadata: %v", err))
+	}
+	if a.GetSubresource() != "" {
+		// Only a subresource whose object is the object itself (status,
+		// ephemeralcontainers, resize; not a Binding, an Eviction or a Scale)
+		// can change its labels or annotations.
+		old, err := meta.Accessor(a.GetOldObject())
+		if err != nil || reflect.TypeOf(a.GetOldObject()) != reflect.TypeOf(a.GetObject()) || a.GetKind().Kind == "Scale" {
+			return nil, false, nil
+		}
+		if maps.Equal(old.GetLabels(), obj.GetLabels()) && maps.Equal(old.GetAnnotations(), obj.GetAnnotations()) {
+			return nil, false, nil
+		}
+	}
+	op := policyv1alpha1.Operation(a.GetOperation())
+	if a.GetSubresource() != "" {
+		op = policyv1alpha1.Update // as a change of the object
+	}
+	out := &engine.Object{
+		Operation:   op,
+		Resource:    policyv1alpha1.GroupResource{Group: gr.Group, Resource: gr.Resource},
+		Namespace:   ns,
+		Labels:      obj.GetLabels(),
+		Annotations: obj.GetAnnotations(),
+		Pod:         gr == api.Resource("pods"),
+	}
+	if isNamespace {
+		// A Namespace is selected by its own labels, as they will be: at
+		// CREATE it does not exist yet.
+		out.NamespaceLabels = obj.GetLabels()
+		if out.NamespaceLabels == nil {
+			out.NamespaceLabels = map[string]string{}
+		}
+	}
+	return out, true, nil
+}
+
+// Validate rejects policies that do not compile, naming the fields; and
+// re-checks every other request against the enforced reject rules, on the
+// object as stored after all mutating admission (later mutating webhooks
+// and admission policies included) and after a subresource's strategy: a
+// rejection holds whatever ran after Admit.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if !isPolicyResource(a) {
+		return p.recheck(ctx, a)
+	}
+	if a.GetSubresource() != "" {
 		return nil
 	}
 	u, ok := a.GetObject().(*unstructured.Unstructured)
@@ -177,6 +238,24 @@ func (p *Plugin) Validate(_ context.Context, a admission.Attributes, _ admission
 	}
 	if _, errs := Compile(u); errs != nil {
 		return apierrors.NewInvalid(a.GetKind().GroupKind(), a.GetName(), errs)
+	}
+	return nil
+}
+
+func (p *Plugin) recheck(ctx context.Context, a admission.Attributes) error {
+	obj, review, err := subject(a)
+	if err != nil || !review {
+		return err
+	}
+	if !p.WaitForReady() {
+		return admission.NewForbidden(a, ErrNotReady)
+	}
+	rejection, err := p.reviewer.Recheck(ctx, obj)
+	if err != nil {
+		return admission.NewForbidden(a, err)
+	}
+	if rejection != "" {
+		return admission.NewForbidden(a, errors.New(rejection))
 	}
 	return nil
 }

@@ -85,7 +85,7 @@ func (r *Reviewer) Review(ctx context.Context, obj *engine.Object, what string) 
 	if len(policies) == 0 {
 		return nil, nil
 	}
-	if needsNamespaceLabels(policies) {
+	if obj.NamespaceLabels == nil && needsNamespaceLabels(policies) {
 		nsLabels, err := r.NamespaceLabels(ctx, obj.Namespace)
 		if err != nil {
 			metrics.Decisions.WithLabelValues(metrics.ResultError, r.Deployment).Inc()
@@ -108,6 +108,31 @@ func (r *Reviewer) Review(ctx context.Context, obj *engine.Object, what string) 
 	}
 	metrics.Decisions.WithLabelValues(result, r.Deployment).Inc()
 	return res, nil
+}
+
+// Recheck decides obj against the enforced reject rules only, for the
+// validating phase: it returns the rejection message, or "" when the object
+// may be stored. It records no event and no audit annotation (Review did,
+// in the mutating phase).
+func (r *Reviewer) Recheck(ctx context.Context, obj *engine.Object) (string, error) {
+	policies := r.Source.Policies(obj.Namespace)
+	if len(policies) == 0 {
+		return "", nil
+	}
+	if obj.NamespaceLabels == nil && needsNamespaceLabels(policies) {
+		nsLabels, err := r.NamespaceLabels(ctx, obj.Namespace)
+		if err != nil {
+			metrics.Decisions.WithLabelValues(metrics.ResultError, r.Deployment).Inc()
+			return "", fmt.Errorf("MetadataPolicy: reading namespace %s: %w", obj.Namespace, err)
+		}
+		obj.NamespaceLabels = nsLabels
+	}
+	d := engine.Evaluate(policies, obj)
+	if !d.Enforced.Rejected() {
+		return "", nil
+	}
+	metrics.Decisions.WithLabelValues(metrics.ResultRejected, r.Deployment).Inc()
+	return d.Enforced.RejectionMessage(), nil
 }
 
 // report fills the audit annotations for audit findings, conflicts and

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -40,18 +41,19 @@ type snapshot struct {
 
 // Source watches MetadataPolicies and ClusterMetadataPolicies and serves
 // compiled, ordered snapshots of them without locking on the request path.
-// Policies that do not compile (which API validation should prevent) are
-// skipped and logged, never half-applied.
+// Policies that do not compile (which API validation should prevent, but an
+// engine upgrade may cause) are never half-applied: one with reject rules
+// rejects every request it targets (Fallback), one without is skipped; both
+// are logged and say so in their Ready condition.
 type Source struct {
 	dynamic   dynamic.Interface
 	discovery discovery.DiscoveryInterface
-	// recheck is how often an absent policy API is looked for again.
-	recheck time.Duration
 
 	current atomic.Pointer[snapshot]
 	// state: not ready until the API's presence is known, then ready once
 	// informers synced, or at once when the API is absent.
 	absent    atomic.Bool
+	seen      atomic.Bool // the API was seen installed: never absent again
 	synced    func() bool
 	syncedMu  sync.Mutex
 	loggedOff sync.Once
@@ -69,12 +71,15 @@ type entry struct {
 	generation            int64
 	policy                *engine.Policy // nil when invalid
 	invalid               string
-	status                policyv1alpha1.MetadataPolicyStatus
+	// fallback stands in for an invalid policy with reject rules: it
+	// rejects what the policy targets (engine.Invalid).
+	fallback *engine.Policy
+	status   policyv1alpha1.MetadataPolicyStatus
 }
 
 // NewSource returns a source; Run starts it.
 func NewSource(dyn dynamic.Interface, disc discovery.DiscoveryInterface) *Source {
-	s := &Source{dynamic: dyn, discovery: disc, recheck: 30 * time.Second, objects: map[string]*entry{}, changed: make(chan struct{}, 1)}
+	s := &Source{dynamic: dyn, discovery: disc, objects: map[string]*entry{}, changed: make(chan struct{}, 1)}
 	s.current.Store(&snapshot{namespaced: map[string][]*engine.Policy{}})
 	return s
 }
@@ -108,21 +113,21 @@ func (s *Source) Policies(namespace string) []*engine.Policy {
 	return append(append(out, snap.cluster...), local...)
 }
 
-// Run waits until the API server answers discovery, starts informers when
-// the policy API is installed (looking again every recheck while it is not),
-// and returns when ctx ends.
+// Run waits until the API server answers, starts informers when the policy
+// API is installed (looking again every second while it is not), and returns
+// when ctx ends.
 func (s *Source) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("metadatapolicy-source")
 	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		installed, err := s.apiInstalled()
+		installed, err := s.apiInstalled(ctx)
 		if err != nil {
-			logger.V(2).Info("Waiting for discovery of the policy API", "err", err)
+			logger.V(2).Info("Waiting to learn whether the policy API is installed", "err", err)
 			return false, nil
 		}
 		if !installed {
 			s.absent.Store(true)
 			s.loggedOff.Do(func() {
-				logger.Info("The policy.gantry.dev API is not installed: MetadataPolicy admits everything until it is", "recheck", s.recheck)
+				logger.Info("The policy.gantry.dev CustomResourceDefinitions are not installed: MetadataPolicy admits everything until they are")
 			})
 			return false, nil
 		}
@@ -134,7 +139,48 @@ func (s *Source) Run(ctx context.Context) {
 	s.start(ctx, logger)
 }
 
-func (s *Source) apiInstalled() (bool, error) {
+// CRDResource is the CustomResourceDefinition resource, read through the
+// dynamic client.
+var CRDResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// PolicyCRDName is the name of the MetadataPolicy CRD.
+var PolicyCRDName = MetadataPoliciesResource.Resource + "." + policyv1alpha1.GroupName
+
+// apiInstalled reports whether the policy API is installed. The CRD object
+// decides: it is read from storage, so it is there from the server's first
+// answer, while discovery of a CRD's group can answer 404 for a moment at
+// start-up (taking that for "absent" would admit requests unchecked). Only
+// when the CRD cannot be read at all (no RBAC for it, in the webhook) does
+// discovery decide. Once the API has been seen it is never absent again.
+func (s *Source) apiInstalled(ctx context.Context) (bool, error) {
+	if s.seen.Load() {
+		return true, nil
+	}
+	installed, err := s.crdInstalled(ctx)
+	if err != nil {
+		if installed, err = s.discovered(); err != nil {
+			return false, err
+		}
+	}
+	if installed {
+		s.seen.Store(true)
+	}
+	return installed, nil
+}
+
+func (s *Source) crdInstalled(ctx context.Context) (bool, error) {
+	_, err := s.dynamic.Resource(CRDResource).Get(ctx, PolicyCRDName, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func (s *Source) discovered() (bool, error) {
 	list, err := s.discovery.ServerResourcesForGroupVersion(policyv1alpha1.SchemeGroupVersion.String())
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -176,6 +222,7 @@ func (s *Source) start(ctx context.Context, logger klog.Logger) {
 	}
 	s.syncedMu.Unlock()
 	// From here the source is ready only once the informers synced.
+	s.seen.Store(true)
 	s.absent.Store(false)
 	factory.Start(ctx.Done())
 	logger.Info("Watching MetadataPolicies")
@@ -216,6 +263,48 @@ func Compile(u *unstructured.Unstructured) (*engine.Policy, field.ErrorList) {
 	return p, nil
 }
 
+// Fallback returns the stand-in of an invalid policy that has an enforced
+// reject rule (engine.Invalid), or nil when it has none. It reads the object
+// leniently: what cannot be read widens what the stand-in rejects.
+func Fallback(u *unstructured.Unstructured, reason string) *engine.Policy {
+	enforcement, _, _ := unstructured.NestedString(u.Object, "spec", "enforcement")
+	rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "rules")
+	rejects := false
+	for _, r := range rules {
+		if m, ok := r.(map[string]any); ok {
+			if v, _, _ := unstructured.NestedBool(m, "policyAction", "reject"); v {
+				rejects = true
+				break
+			}
+		}
+	}
+	if !rejects {
+		return nil
+	}
+	var targets *policyv1alpha1.Targets
+	if t, found, _ := unstructured.NestedMap(u.Object, "spec", "targets"); found {
+		targets = &policyv1alpha1.Targets{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(t, targets) != nil {
+			targets = nil
+		}
+	}
+	var nsSel *metav1.LabelSelector
+	ns := u.GetNamespace()
+	kind := engine.KindNamespaced
+	if u.GetKind() == engine.KindCluster {
+		ns, kind = "", engine.KindCluster
+		if m, found, _ := unstructured.NestedMap(u.Object, "spec", "namespaceSelector"); found {
+			nsSel = &metav1.LabelSelector{}
+			if runtime.DefaultUnstructuredConverter.FromUnstructured(m, nsSel) != nil {
+				nsSel = nil
+			}
+		}
+	}
+	p := engine.Invalid(kind, ns, u.GetName(), u.GetGeneration(), policyv1alpha1.EnforcementMode(enforcement), targets, nsSel, reason)
+	p.UID = u.GetUID()
+	return p
+}
+
 func (s *Source) upsert(logger klog.Logger, obj any) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -227,8 +316,9 @@ func (s *Source) upsert(logger klog.Logger, obj any) {
 	}
 	p, errs := Compile(u)
 	if errs != nil {
-		logger.Error(errs.ToAggregate(), "Skipping a policy that does not compile", "kind", u.GetKind(), "policy", klog.KObj(u))
 		e.invalid = errs.ToAggregate().Error()
+		e.fallback = Fallback(u, e.invalid)
+		logger.Error(errs.ToAggregate(), "A policy does not compile", "kind", u.GetKind(), "policy", klog.KObj(u), "rejectsWhatItTargets", e.fallback != nil)
 	}
 	e.policy = p
 	s.mu.Lock()
@@ -255,7 +345,11 @@ func (s *Source) remove(obj any) {
 func (s *Source) publish() {
 	snap := &snapshot{namespaced: map[string][]*engine.Policy{}}
 	for _, e := range s.objects {
-		switch p := e.policy; {
+		p := e.policy
+		if p == nil {
+			p = e.fallback
+		}
+		switch {
 		case p == nil:
 		case p.Namespace == "":
 			snap.cluster = append(snap.cluster, p)

@@ -41,9 +41,12 @@ func desiredStatus(e *entry, conflicts map[*engine.Policy][]string, now metav1.T
 		st.Conditions = append(st.Conditions, c)
 	}
 	switch {
+	case e.policy == nil && e.fallback != nil:
+		set(metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Invalid",
+			Message: "the policy does not compile, and it has reject rules: every request it targets is rejected until it is fixed or deleted: " + e.invalid})
 	case e.policy == nil:
 		set(metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "Invalid",
-			Message: "the policy is not applied: " + e.invalid})
+			Message: "the policy does not compile and is not applied (it has no reject rule): " + e.invalid})
 	case e.policy.Enforcement == policyv1alpha1.Audit:
 		set(metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: policyv1alpha1.ReasonAuditOnly,
 			Message: "the policy is evaluated and reported (audit annotations and events), never enforced"})

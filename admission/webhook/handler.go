@@ -6,6 +6,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"time"
 
@@ -26,13 +27,17 @@ import (
 
 // Paths the server serves.
 const (
-	MutatePath         = "/mutate"
+	MutatePath = "/mutate"
+	// ValidatePath re-checks the enforced reject rules on the object as it
+	// will be stored, after every mutating webhook ran.
+	ValidatePath       = "/validate"
 	ValidatePolicyPath = "/validate-policy"
 )
 
-// readyWait bounds how long a request waits for policies to load, like the
-// in-process plugin's.
-const readyWait = 10 * time.Second
+// readyWait bounds how long a request waits for policies to load. It stays
+// below the webhooks' timeoutSeconds (5 in config/webhooks.yaml), so that
+// while policies load the client sees ErrNotReady rather than a timeout.
+const readyWait = 3 * time.Second
 
 // Mutator annotates pods with their QoS class, then applies MetadataPolicies.
 type Mutator struct {
@@ -41,27 +46,31 @@ type Mutator struct {
 
 var _ admission.Handler = &Mutator{}
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. An update through the status
+// subresource is reviewed as an update of the object when it changes labels
+// or annotations; other subresources are left to Validator.
 func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	start := time.Now()
 	defer metrics.Observe(metadatapolicy.PluginName, metrics.Webhook, start)
-	if req.SubResource != "" || req.Namespace == "" || req.Resource.Group == policyv1alpha1.GroupName ||
-		(req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
+	if req.SubResource != "" && req.SubResource != "status" {
 		return admission.Allowed("")
 	}
-	obj := &unstructured.Unstructured{}
-	if err := json.Unmarshal(req.Object.Raw, &obj.Object); err != nil {
+	obj, subject, err := review(req)
+	if err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	isPod := req.Resource.Group == "" && req.Resource.Resource == "pods"
+	if subject == nil {
+		return admission.Allowed("")
+	}
 	changed := false
-	if isPod {
+	if subject.Pod && req.SubResource == "" {
 		var pod v1.Pod
 		if err := json.Unmarshal(req.Object.Raw, &pod); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 		if class := string(v1qos.ComputePodQOS(&pod)); pod.Annotations[qos.Annotation] != class {
 			obj.SetAnnotations(metadatapolicy.Merge(obj.GetAnnotations(), map[string]string{qos.Annotation: class}))
+			subject.Annotations = obj.GetAnnotations()
 			changed = true
 		}
 	}
@@ -69,19 +78,11 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		metrics.Decisions.WithLabelValues(metrics.ResultError, metrics.Webhook).Inc()
 		return admission.Errored(http.StatusServiceUnavailable, metadatapolicy.ErrNotReady)
 	}
-	op := policyv1alpha1.Operation(req.Operation)
 	reviewer := m.Reviewer
 	if req.DryRun != nil && *req.DryRun {
 		reviewer = reviewer.WithoutEvents()
 	}
-	res, err := reviewer.Review(ctx, &engine.Object{
-		Operation:   op,
-		Resource:    policyv1alpha1.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource},
-		Namespace:   req.Namespace,
-		Labels:      obj.GetLabels(),
-		Annotations: obj.GetAnnotations(),
-		Pod:         isPod,
-	}, metadatapolicy.Describe(req.Kind.Kind, req.Namespace, nameOf(req, obj), op))
+	res, err := reviewer.Review(ctx, subject, metadatapolicy.Describe(req.Kind.Kind, req.Namespace, nameOf(req, obj), subject.Operation))
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -114,6 +115,90 @@ func (m *Mutator) Handle(ctx context.Context, req admission.Request) admission.R
 		resp.AuditAnnotations = res.AuditAnnotations
 	}
 	return resp
+}
+
+// Validator re-checks the enforced reject rules on the object as it will be
+// stored, after every mutating webhook (reinvoked ones included) ran: a
+// rejection holds whatever mutated the object after Mutator. It also checks
+// updates through any subresource that change labels or annotations.
+type Validator struct {
+	Reviewer *metadatapolicy.Reviewer
+}
+
+var _ admission.Handler = &Validator{}
+
+// Handle implements admission.Handler.
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	_, subject, err := review(req)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if subject == nil {
+		return admission.Allowed("")
+	}
+	if !waitReady(ctx, v.Reviewer.Source) {
+		return admission.Errored(http.StatusServiceUnavailable, metadatapolicy.ErrNotReady)
+	}
+	rejection, err := v.Reviewer.Recheck(ctx, subject)
+	switch {
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	case rejection != "":
+		return admission.Denied(rejection)
+	}
+	return admission.Allowed("")
+}
+
+// review decodes the request's object and returns what the engine sees of
+// it, or a nil subject when policies do not review the request: policy
+// objects, operations other than CREATE and UPDATE, objects without a
+// namespace (a Namespace is reviewed as itself), and subresource updates
+// that leave labels and annotations unchanged.
+func review(req admission.Request) (*unstructured.Unstructured, *engine.Object, error) {
+	if req.Resource.Group == policyv1alpha1.GroupName || req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return nil, nil, nil
+	}
+	isNamespace := req.Resource.Group == "" && req.Resource.Resource == "namespaces" && req.SubResource == ""
+	ns := req.Namespace
+	if isNamespace {
+		ns = req.Name
+	}
+	if ns == "" {
+		return nil, nil, nil
+	}
+	obj := &unstructured.Unstructured{}
+	if err := json.Unmarshal(req.Object.Raw, &obj.Object); err != nil {
+		return nil, nil, err
+	}
+	op := policyv1alpha1.Operation(req.Operation)
+	if req.SubResource != "" {
+		if len(req.OldObject.Raw) == 0 || obj.GetKind() != req.Kind.Kind || req.Kind.Kind == "Scale" {
+			return nil, nil, nil // not the object itself: a Binding, an Eviction, a Scale
+		}
+		old := &unstructured.Unstructured{}
+		if err := json.Unmarshal(req.OldObject.Raw, &old.Object); err != nil {
+			return nil, nil, err
+		}
+		if maps.Equal(old.GetLabels(), obj.GetLabels()) && maps.Equal(old.GetAnnotations(), obj.GetAnnotations()) {
+			return nil, nil, nil
+		}
+		op = policyv1alpha1.Update // as a change of the object
+	}
+	subject := &engine.Object{
+		Operation:   op,
+		Resource:    policyv1alpha1.GroupResource{Group: req.Resource.Group, Resource: req.Resource.Resource},
+		Namespace:   ns,
+		Labels:      obj.GetLabels(),
+		Annotations: obj.GetAnnotations(),
+		Pod:         req.Resource.Group == "" && req.Resource.Resource == "pods",
+	}
+	if isNamespace {
+		subject.NamespaceLabels = obj.GetLabels()
+		if subject.NamespaceLabels == nil {
+			subject.NamespaceLabels = map[string]string{}
+		}
+	}
+	return obj, subject, nil
 }
 
 func nameOf(req admission.Request, obj *unstructured.Unstructured) string {

@@ -217,6 +217,12 @@ func Evaluate(policies []*Policy, obj *Object) *Decision {
 		if p.Enforcement == policyv1alpha1.Audit {
 			out, seen = &d.Audited, written[1]
 		}
+		if p.invalid != "" {
+			ref := RuleRef{Policy: p, Index: -1}
+			out.Matched = append(out.Matched, ref)
+			out.Rejections = append(out.Rejections, ref)
+			continue
+		}
 		for i := range p.rules {
 			r := &p.rules[i]
 			if !r.labels.Matches(objLabels) || !r.annotations.Matches(objAnnotations) {

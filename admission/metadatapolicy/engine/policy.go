@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -52,6 +53,9 @@ type Policy struct {
 	// selectable.
 	namedNamespaces sets.Set[string]
 	rules           []rule
+	// invalid is set on the stand-in of a policy that does not compile
+	// (see Invalid): it rejects every request it targets.
+	invalid string
 }
 
 type rule struct {
@@ -76,7 +80,12 @@ type RuleRef struct {
 	Index  int
 }
 
-func (r RuleRef) String() string { return fmt.Sprintf("%s rule %d", r.Policy.ID(), r.Index) }
+func (r RuleRef) String() string {
+	if r.Index < 0 {
+		return fmt.Sprintf("%s, which does not compile (fix or delete it): %s", r.Policy.ID(), r.Policy.invalid)
+	}
+	return fmt.Sprintf("%s rule %d", r.Policy.ID(), r.Index)
+}
 
 // CompileNamespaced compiles a MetadataPolicy.
 func CompileNamespaced(p *policyv1alpha1.MetadataPolicy) (*Policy, field.ErrorList) {
@@ -115,6 +124,12 @@ func compile(kind, ns, name string, gen int64, spec *policyv1alpha1.MetadataPoli
 				errs = append(errs, field.Invalid(specPath.Child("targets", "resources").Index(i), gr,
 					"a MetadataPolicy applies to objects in its own namespace only: cluster-scoped resources (namespaces included) need a ClusterMetadataPolicy"))
 			}
+		}
+	}
+	for i, gr := range targets.Resources {
+		if strings.Contains(gr.Resource, "/") {
+			errs = append(errs, field.Invalid(specPath.Child("targets", "resources").Index(i), gr,
+				"name the resource, not a subresource: a policy on a resource also governs label and annotation changes made through its subresources (such as pods/status)"))
 		}
 	}
 	for i, op := range targets.Operations {
@@ -241,3 +256,52 @@ func Sort(ps []*Policy) {
 // HasNamespaceSelector reports whether applying the policy needs the labels
 // of the object's namespace.
 func (p *Policy) HasNamespaceSelector() bool { return p.namespaceSelector != nil }
+
+// MaxInvalidReason bounds the compile errors an invalid policy's stand-in
+// quotes in rejections.
+const MaxInvalidReason = 512
+
+// Invalid returns the stand-in of a policy that does not compile but has
+// reject rules: it applies to the requests the policy targets (as far as its
+// targets and namespace selector can be read; every namespace it could
+// select otherwise) and rejects them all, naming the policy and why it does
+// not compile. A reject rule thus fails closed, for example after an engine
+// upgrade that tightens compilation, rather than silently stopping. targets
+// and nsSel may be nil; unreadable parts widen the stand-in, never narrow it.
+func Invalid(kind, ns, name string, gen int64, enforcement policyv1alpha1.EnforcementMode, targets *policyv1alpha1.Targets, nsSel *metav1.LabelSelector, reason string) *Policy {
+	if len(reason) > MaxInvalidReason {
+		reason = reason[:MaxInvalidReason] + "..."
+	}
+	p := &Policy{Kind: kind, Namespace: ns, Name: name, Generation: gen, Enforcement: policyv1alpha1.Enforce, invalid: reason}
+	if enforcement == policyv1alpha1.Audit {
+		p.Enforcement = policyv1alpha1.Audit
+	}
+	t := DefaultTargets
+	if targets != nil {
+		if len(targets.Resources) > 0 {
+			t.Resources = targets.Resources
+		}
+		var ops []policyv1alpha1.Operation
+		for _, op := range targets.Operations {
+			if op == policyv1alpha1.Create || op == policyv1alpha1.Update {
+				ops = append(ops, op)
+			}
+		}
+		if len(ops) > 0 {
+			t.Operations = ops
+		}
+	}
+	p.resources = sets.New(t.Resources...)
+	p.operations = sets.New(t.Operations...)
+	if ns == "" && nsSel != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(nsSel); err == nil {
+			p.namespaceSelector = sel
+			p.namedNamespaces = namedNamespaces(nsSel)
+		}
+	}
+	return p
+}
+
+// Invalid reports why the policy does not compile, for the stand-in of an
+// invalid policy; "" for a compiled policy.
+func (p *Policy) Invalid() string { return p.invalid }
