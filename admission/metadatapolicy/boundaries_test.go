@@ -79,8 +79,8 @@ func TestSubresourceMetadataChanges(t *testing.T) {
 		// A pod created before the policy: its kubelet's status updates,
 		// which leave the metadata alone, still pass.
 		"status update of an old pod without owner": {obj: testPod(map[string]string{"app": "web"}), old: testPod(map[string]string{"app": "web"}), subresource: "status"},
-		"ephemeralcontainers update removing owner":  {obj: testPod(map[string]string{"app": "web"}), old: withOwner, subresource: "ephemeralcontainers", wantReject: true},
-		"update removing owner":                      {obj: testPod(map[string]string{"app": "web"}), old: withOwner, wantReject: true},
+		"ephemeralcontainers update removing owner": {obj: testPod(map[string]string{"app": "web"}), old: withOwner, subresource: "ephemeralcontainers", wantReject: true},
+		"update removing owner":                     {obj: testPod(map[string]string{"app": "web"}), old: withOwner, wantReject: true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
