@@ -40,3 +40,16 @@ func (t *PodTemplateWrapper) Toleration(key string) *PodTemplateWrapper {
 	t.Template.Spec.Tolerations = append(t.Template.Spec.Tolerations, existsToleration(key))
 	return t
 }
+
+// PriorityClass sets the template's spec.priorityClassName.
+func (t *PodTemplateWrapper) PriorityClass(name string) *PodTemplateWrapper {
+	t.Template.Spec.PriorityClassName = name
+	return t
+}
+
+// Priority sets the template's raw spec.priority, which no admission
+// plugin checks on a PodTemplate.
+func (t *PodTemplateWrapper) Priority(p int32) *PodTemplateWrapper {
+	t.Template.Spec.Priority = &p
+	return t
+}

@@ -1,0 +1,204 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/util"
+	utilgomega "github.com/gantry-dev/gantry/test/util/gomega"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(framework.LabelSecurity, framework.LabelProvisioning), ginkgo.Serial, func() {
+	f := framework.NewFramework("security-provisioning")
+	var (
+		tenant *framework.Tenant
+		cpus   int // of all kwok nodes together
+	)
+
+	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
+		tenant = framework.NewTenant(ctx, f.Namespace, "tenant")
+		cpus = 0
+		for _, n := range framework.KwokNodes(ctx, 2) {
+			cpus += int(n.Status.Allocatable.Cpu().Value())
+		}
+		ginkgo.DeferCleanup(func(ctx context.Context) { f.DeletePods(ctx) })
+		// Specs book whole nodes: start from a cluster without bookings.
+		framework.ExpectIdle(ctx, framework.KwokNodes(ctx, 2), func(g gomega.Gomega) {
+			list, err := f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(list.Items).To(gomega.BeEmpty(), "reservations left by an earlier spec")
+		})
+	})
+
+	// template and request act as the tenant.
+	template := func(ctx context.Context, t *wrappers.PodTemplateWrapper) {
+		ginkgo.GinkgoHelper()
+		t.Namespace = f.Namespace
+		_, err := tenant.Client.CoreV1().PodTemplates(f.Namespace).Create(ctx, t.Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	}
+	request := func(ctx context.Context, r *wrappers.ProvisioningRequestWrapper) *provv1.ProvisioningRequest {
+		ginkgo.GinkgoHelper()
+		pr, err := tenant.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Create(ctx, r.Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			_ = f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, pr.Name, metav1.DeleteOptions{})
+		})
+		return pr
+	}
+	checkCapacity := func(name, tmpl string, count int32) *wrappers.ProvisioningRequestWrapper {
+		return wrappers.MakeProvisioningRequest(name, f.Namespace, provv1.ClassCheckCapacity).PodSet(tmpl, count)
+	}
+	waitCondition := func(ctx context.Context, name, typ, reason string) *metav1.Condition {
+		ginkgo.GinkgoHelper()
+		pr := utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, f.Gantry, f.Namespace, name, typ, metav1.ConditionTrue, reason))
+		return meta.FindStatusCondition(pr.Status.Conditions, typ)
+	}
+	bookings := func(ctx context.Context, pr *provv1.ProvisioningRequest) []schedv1alpha1.Reservation {
+		ginkgo.GinkgoHelper()
+		list, err := f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID + "=" + string(pr.UID)})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		return list.Items
+	}
+	priorityClass := func(ctx context.Context, name string, value int32) {
+		ginkgo.GinkgoHelper()
+		_, err := f.Client.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			_ = f.Client.SchedulingV1().PriorityClasses().Delete(ctx, name, metav1.DeleteOptions{})
+		})
+	}
+
+	// Finding 8: count up to 2^31 made the provisioner allocate in
+	// proportion, or stall.
+	ginkgo.It("fails a request for more pods than the provisioner takes, before any work, and keeps serving others", func(ctx ginkgo.SpecContext) {
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		request(ctx, checkCapacity("huge", "workers", 2147483647))
+		c := waitCondition(ctx, "huge", provv1.ConditionFailed, provisioning.ReasonTooManyPods)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+
+		ginkgo.By("checking the provisioner still books a small request")
+		request(ctx, checkCapacity("small", "workers", 1))
+		waitCondition(ctx, "small", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+	})
+
+	// Finding 9, as the review reproduced it: a booking for a PodTemplate
+	// of priority class value 100000 got priority 0, a priority-10 pod
+	// preempted it, and the request went CapacityRevoked (which makes Kueue
+	// deactivate the workload).
+	ginkgo.It("books at the priority the pods would get, so a lower-priority pod cannot revoke the booking", func(ctx ginkgo.SpecContext) {
+		high, low := f.Namespace+"-high", f.Namespace+"-low"
+		priorityClass(ctx, high, 100000)
+		priorityClass(ctx, low, 10)
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1").PriorityClass(high))
+		ginkgo.By(fmt.Sprintf("booking all %d CPUs of the cluster for pods of class %s", cpus, high))
+		pr := request(ctx, checkCapacity("important", "workers", int32(cpus)))
+		waitCondition(ctx, "important", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		booked := bookings(ctx, pr)
+		gomega.Expect(booked).NotTo(gomega.BeEmpty())
+		for _, r := range booked {
+			gomega.Expect(r.Spec.Template.Priority).To(gomega.HaveValue(gomega.Equal(int32(100000))), "booking %s", r.Name)
+		}
+
+		ginkgo.By("creating a pod of class " + low + " that needs booked capacity")
+		f.CreatePod(ctx, wrappers.MakePod("low", f.Namespace).Requests("cpu", "1").PriorityClass(low))
+		gomega.Consistently(ctx, func(g gomega.Gomega) {
+			p, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, "low", metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(gomega.BeEmpty(), "the low-priority pod took booked capacity")
+			got, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, pr.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionCapacityRevoked)).To(gomega.BeFalse(), util.DescribeProvisioningRequest(got))
+			g.Expect(bookings(ctx, pr)).To(gomega.HaveLen(len(booked)))
+		}).WithPolling(util.Interval).WithTimeout(10 * time.Second).Should(gomega.Succeed())
+	})
+
+	// Finding 9: a PodTemplate's raw spec.priority passes no admission.
+	ginkgo.It("ignores a PodTemplate's raw priority, and refuses a system class outside kube-system", func(ctx ginkgo.SpecContext) {
+		template(ctx, wrappers.MakePodTemplate("raw", f.Namespace).Requests("cpu", "1").Priority(2000000000))
+		pr := request(ctx, checkCapacity("raw", "raw", 1))
+		waitCondition(ctx, "raw", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		for _, r := range bookings(ctx, pr) {
+			gomega.Expect(r.Spec.Template.Priority).To(gomega.HaveValue(gomega.BeNumerically("<=", 0)), "booking %s", r.Name)
+		}
+
+		template(ctx, wrappers.MakePodTemplate("critical", f.Namespace).Requests("cpu", "1").PriorityClass("system-cluster-critical"))
+		pr = request(ctx, checkCapacity("critical", "critical", 1))
+		c := waitCondition(ctx, "critical", provv1.ConditionFailed, provisioning.ReasonPriorityClassForbidden)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+	})
+
+	// Finding 10: bookings already held did not count against the quota.
+	ginkgo.It("counts outstanding bookings against the namespace's ResourceQuota", func(ctx ginkgo.SpecContext) {
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}}
+		_, err := f.Client.CoreV1().ResourceQuotas(f.Namespace).Create(ctx, q, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		request(ctx, checkCapacity("first", "workers", 2))
+		waitCondition(ctx, "first", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		second := request(ctx, checkCapacity("second", "workers", 1))
+		c := waitCondition(ctx, "second", provv1.ConditionFailed, provisioning.ReasonQuotaExceeded)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(bookings(ctx, second)).To(gomega.BeEmpty())
+	})
+
+	// Findings 2 and 13: the provisioner's attempt state and backoff were
+	// annotations the tenant could write; ValidUntilSeconds reached 68
+	// years.
+	ginkgo.It("keeps the provisioner's state out of the tenant's reach and caps the validity", func(ctx ginkgo.SpecContext) {
+		gomega.Expect(tenant.Can(ctx, "update", provv1.SchemeGroupVersion.Group, "provisioningrequests", "status", f.Namespace)).To(gomega.BeFalse())
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		pr := request(ctx, checkCapacity("mine", "workers", 1))
+		waitCondition(ctx, "mine", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		booked := bookings(ctx, pr)
+
+		ginkgo.By("writing the request's status as the tenant")
+		got, err := tenant.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, pr.Name, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		got.Status.ProvisioningClassDetails = map[string]provv1.Detail{provisioning.DetailScaleUpAttempt: "forged-1"}
+		_, err = tenant.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "want Forbidden, got %v", err)
+
+		ginkgo.By("forging the provisioner's old bookkeeping annotations")
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			provisioning.AnnotationScaleUpAttempt: "forged-1",
+			provisioning.AnnotationScaleUpPlan:    "general=1000",
+			provisioning.AnnotationScaleUpStarted: "2000-01-01T00:00:00Z",
+		}}})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		_, err = tenant.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Patch(ctx, pr.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Consistently(ctx, func(g gomega.Gomega) {
+			got, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, pr.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned)).To(gomega.BeTrue(), util.DescribeProvisioningRequest(got))
+			g.Expect(got.Status.ProvisioningClassDetails).NotTo(gomega.HaveKey(provisioning.DetailScaleUpAttempt))
+			g.Expect(bookings(ctx, pr)).To(gomega.HaveLen(len(booked)))
+		}).WithPolling(util.Interval).WithTimeout(util.ConsistentDuration).Should(gomega.Succeed())
+
+		ginkgo.By("asking for a validity of 68 years")
+		request(ctx, checkCapacity("forever", "workers", 1).Parameter(provv1.ParameterValidUntilSeconds, "2147483647"))
+		c := waitCondition(ctx, "forever", provv1.ConditionFailed, provisioning.ReasonInvalidParameter)
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("ValidUntilSeconds must be at most"))
+	})
+})
