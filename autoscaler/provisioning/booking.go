@@ -433,6 +433,25 @@ func (r *Reconciler) assumedNotCached(uid types.UID, cached []schedv1alpha1.Rese
 	return n
 }
 
+// withAssumedOf returns listed plus the Reservations of the request of uid
+// that this process has created or is creating and listed does not show
+// (of any age: deleting one that is gone costs a NotFound).
+func (r *Reconciler) withAssumedOf(uid types.UID, listed []schedv1alpha1.Reservation) []schedv1alpha1.Reservation {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	seen := make(map[string]bool, len(listed))
+	for i := range listed {
+		seen[listed[i].Name] = true
+	}
+	out := listed
+	for name, a := range r.assumed {
+		if !seen[name] && a.res.Labels[LabelRequestUID] == string(uid) {
+			out = append(out, *a.res)
+		}
+	}
+	return out
+}
+
 // withAssumed returns cached plus the assumed Reservations the cache does
 // not show yet, and forgets those it shows or that are too old.
 func (r *Reconciler) withAssumed(cached []schedv1alpha1.Reservation) []schedv1alpha1.Reservation {

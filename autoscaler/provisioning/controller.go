@@ -97,6 +97,9 @@ const Workers = 4
 // SetupWithManager registers the controller: it watches requests, their
 // bookings, classes and PodTemplates.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
 		For(&provv1.ProvisioningRequest{}).
@@ -175,7 +178,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	var pr provv1.ProvisioningRequest
 	if err := r.Client.Get(ctx, req.NamespacedName, &pr); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.collectOrphans(ctx, req.NamespacedName, "")
+		}
+		return reconcile.Result{}, err
+	}
+	// Bookings of an earlier request of the same name would be consumed by
+	// this one's pods (they name the request, not its UID).
+	if err := r.collectOrphans(ctx, req.NamespacedName, pr.UID); err != nil {
+		return reconcile.Result{}, err
 	}
 	if !pr.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, r.release(ctx, &pr, "the request is being deleted")
@@ -201,11 +212,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // flight is rolled back, and the nodes it had added that nothing uses are
 // removed.
 func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
-	bookings, err := r.bookings(ctx, pr)
+	deleting := !pr.DeletionTimestamp.IsZero()
+	bookings, err := r.bookingsToRelease(ctx, pr, deleting)
 	if err != nil {
 		return err
 	}
-	deleting := !pr.DeletionTimestamp.IsZero()
 	if deleting && scaleUpInFlight(pr) {
 		if err := r.rollBackAttempt(ctx, pr, why); err != nil {
 			return err
@@ -231,6 +242,87 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 		return client.IgnoreNotFound(r.Client.Update(ctx, pr))
 	}
 	return nil
+}
+
+// bookingsToRelease are the request's Reservations: those the cache shows
+// and those this process is creating or has created that it does not show
+// yet. When final (the finalizer goes next, and with it the last chance to
+// find them), they are listed through the API reader: a booking created a
+// moment ago may not be in the cache yet.
+func (r *Reconciler) bookingsToRelease(ctx context.Context, pr *provv1.ProvisioningRequest, final bool) ([]schedv1alpha1.Reservation, error) {
+	reader := client.Reader(r.Client)
+	if final && r.APIReader != nil {
+		reader = r.APIReader
+	}
+	var list schedv1alpha1.ReservationList
+	if err := reader.List(ctx, &list, client.MatchingLabels{LabelRequestUID: string(pr.UID)}); err != nil {
+		return nil, err
+	}
+	return r.withAssumedOf(pr.UID, list.Items), nil
+}
+
+// IndexRequest indexes Reservations by the request they book for
+// (AnnotationRequest, namespace/name).
+const IndexRequest = "provisioningRequest"
+
+// IndexReservationRequest is the IndexRequest value of a Reservation.
+func IndexReservationRequest(o client.Object) []string {
+	if key := o.GetAnnotations()[AnnotationRequest]; key != "" && o.GetLabels()[LabelRequestUID] != "" {
+		return []string{key}
+	}
+	return nil
+}
+
+// collectOrphans deletes the Reservations that name the request key but
+// belong to another request of that name (uid is the current one's, "" if
+// there is none): one deleted while its booking was still being created,
+// or whose finalizer was removed by hand. Their owners are the pods that
+// name the request, so left alone they would hold room for, and be
+// consumed by, a later request of the same name. A Reservation is deleted
+// only once the API server, not the cache, says that its request is gone.
+func (r *Reconciler) collectOrphans(ctx context.Context, key types.NamespacedName, uid types.UID) error {
+	var list schedv1alpha1.ReservationList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexRequest: key.String()}); err != nil {
+		return fmt.Errorf("listing the bookings of %s: %w", key, err)
+	}
+	var orphans []schedv1alpha1.Reservation
+	for _, res := range list.Items {
+		if owner := types.UID(res.Labels[LabelRequestUID]); owner != "" && owner != uid {
+			orphans = append(orphans, res)
+		}
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var live provv1.ProvisioningRequest
+	switch err := reader.Get(ctx, key, &live); {
+	case apierrors.IsNotFound(err):
+		live.UID = ""
+	case err != nil:
+		return err
+	}
+	var errs []error
+	n := 0
+	for i := range orphans {
+		if orphans[i].Labels[LabelRequestUID] == string(live.UID) {
+			// The cache is behind: this is the current request's.
+			continue
+		}
+		if err := r.Client.Delete(ctx, &orphans[i]); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting orphaned booking %s: %w", orphans[i].Name, err))
+			continue
+		}
+		r.unassume(orphans[i].Name)
+		n++
+	}
+	if n > 0 {
+		klog.FromContext(ctx).V(1).Info("Deleted the bookings of an earlier request of the same name", "reservations", n)
+	}
+	return errors.Join(errs...)
 }
 
 func (r *Reconciler) bookings(ctx context.Context, pr *provv1.ProvisioningRequest) ([]schedv1alpha1.Reservation, error) {

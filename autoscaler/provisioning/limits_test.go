@@ -110,7 +110,8 @@ func fakeReconciler(t *testing.T, now time.Time, objs ...client.Object) (*Reconc
 		}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
-		WithStatusSubresource(&provv1.ProvisioningRequest{}).Build()
+		WithStatusSubresource(&provv1.ProvisioningRequest{}).
+		WithIndex(&schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest).Build()
 	return &Reconciler{Client: c, APIReader: c, Recorder: record.NewFakeRecorder(100),
 		Clock: testingclock.NewFakeClock(now)}, c
 }
