@@ -46,8 +46,9 @@
 // and the other Detail constants) are prefixed "gantry.dev/". An attempt's
 // ID is always "<request UID>-<n>"; a recorded attempt that is not (ownAttempt)
 // is ignored and logged. A rollback deletes only nodes labelled with the
-// request's own attempt, and none that runs a pod (runsPods, through the
-// API just before). The annotations earlier versions kept this state in
+// request's own attempt, and none that runs a pod or holds another
+// request's booking (keepNode, through the API just before). The
+// annotations earlier versions kept this state in
 // (AnnotationScaleUpAttempt, AnnotationNextAttempt, ...) are ignored, not
 // migrated: a request upgraded mid-attempt starts over, and its old
 // attempt's nodes, once unused, are removed by scale-down or when the
@@ -73,5 +74,19 @@
 //     request's validity ends.
 //   - In flight: a scale-up attempt whose nodes are not booked yet.
 //   - Assumed: Reservations this process created that its cache does not
-//     show yet; simulations count them.
+//     show yet; simulations count them, and a release deletes them.
+//
+// # Destructive actions read through the API
+//
+// The caches find candidates; what deletes is decided on a fresh read.
+// Releasing a deleted request's booking lists its Reservations through the
+// API reader (plus the assumed ones) before the finalizer goes; the
+// bookings of an earlier request of the same name (its pods name the
+// request, not its UID) are deleted once the API server says that request
+// is gone (collectOrphans). A rollback or removal lists pods and
+// Reservations through the API reader. Scale-down taints, waits
+// ScaleDown.TaintGrace, and lists pods (bound or nominated) and
+// Reservations through the API reader before deleting a node; the time a
+// node has been unneeded is kept on the node (AnnotationUnneededSince), so
+// leader changes do not restart it.
 package provisioning

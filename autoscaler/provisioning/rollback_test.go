@@ -20,6 +20,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // listingGroup is a deletingGroup that lists its nodes, as
@@ -145,5 +146,39 @@ func TestRemoveUnusedNodesKeepsBusyNodes(t *testing.T) {
 	}
 	if got := strings.Join(g.deleted, " "); got != "daemons idle" {
 		t.Errorf("deleted %v, want daemons and idle (busy runs a pod)", g.deleted)
+	}
+}
+
+// TestRollBackKeepsBookedNodes: a node of the request's attempt that holds
+// another request's booking (placed there since; the cache does not show it
+// yet) is kept by a roll-back and by a removal, while the request's own
+// booking does not keep one. Before, the Reservations were looked for in
+// the cache only (removal) or not at all (roll-back), and the other
+// tenant's booking was lost with the node.
+func TestRollBackKeepsBookedNodes(t *testing.T) {
+	ctx := context.Background()
+	for name, run := range map[string]func(*Reconciler) error{
+		"roll-back": func(r *Reconciler) error { return r.rollBackAttempt(ctx, withAttempt("r1", "r1-1"), "timed out") },
+		"removal":   func(r *Reconciler) error { return r.removeUnusedNodes(ctx, withAttempt("r1", "")) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, g := rollBackFixture(t)
+			theirs := wrappers.MakeReservation("theirs").Available("idle").Obj()
+			theirs.Labels = map[string]string{LabelRequestUID: "r2"}
+			own := wrappers.MakeReservation("own").Available("daemons").Obj()
+			own.Labels = map[string]string{LabelRequestUID: "r1"}
+			for _, res := range []*schedv1alpha1.Reservation{theirs, own} {
+				if err := r.APIReader.(client.Client).Create(ctx, res); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.Client = laggingCache(r.APIReader.(client.WithWatch))
+			if err := run(r); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(g.deleted, " "); got != "daemons" {
+				t.Errorf("deleted %v, want daemons only (idle holds another request's booking, busy a pod)", g.deleted)
+			}
+		})
 	}
 }

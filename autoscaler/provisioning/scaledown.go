@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +28,15 @@ import (
 // no pod is scheduled there meanwhile.
 const TaintToBeDeleted = "autoscaling.gantry.dev/to-be-deleted"
 
+// AnnotationUnneededSince is on a node scale-down looks at: since when
+// (RFC 3339) it has been unneeded. Only the provisioner writes it (nodes
+// are cluster-scoped: tenants cannot); it is removed when the node is
+// needed again.
+const AnnotationUnneededSince = "autoscaling.gantry.dev/unneeded-since"
+
+// DefaultTaintGrace is ScaleDown.TaintGrace's default.
+const DefaultTaintGrace = 5 * time.Second
+
 // ScaleDown removes the nodes the provisioner created (they carry a
 // scale-up attempt label) once they have been unneeded, that is empty and
 // unbooked, for UnneededTime. It never removes a node no node group owns,
@@ -34,10 +46,18 @@ type ScaleDown struct {
 	*Reconciler
 	UnneededTime time.Duration
 	Interval     time.Duration
+	// TaintGrace is how long nodes stay tainted before they are looked at
+	// again through the API and removed (0: DefaultTaintGrace): a pod or
+	// booking that the scheduler placed there before it saw the taint has
+	// its binding committed by then.
+	TaintGrace time.Duration
+	// wait waits d or until ctx ends (nil: a timer; tests replace it).
+	wait func(ctx context.Context, d time.Duration) error
 
 	mu sync.Mutex
-	// unneededSince is when each node was first seen unneeded. It is kept
-	// in memory only: a restart makes every node wait the full time again.
+	// unneededSince is when each node was first seen unneeded. It is
+	// mirrored in the node's AnnotationUnneededSince, which a new leader
+	// reads back, so leader changes do not restart the wait.
 	unneededSince map[string]time.Time
 	// removed are nodes whose removal the provider took (a cloud provider
 	// deletes the node some time later): not removed twice.
@@ -102,6 +122,9 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	// Nodes a pass tainted and did not remove (it failed, or the
 	// provisioner restarted since): the taint goes unless they are due.
 	var stale []string
+	// Nodes whose AnnotationUnneededSince is to be set (to the time) or
+	// removed ("").
+	mark := map[string]string{}
 	for _, n := range nodes {
 		seen[n.Name] = true
 		if s.removed[n.Name] {
@@ -110,6 +133,9 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 		g, ok := s.Provider.NodeGroupForNode(n)
 		if !ok || used[n.Name] || inFlight[n.Labels[nodegroups.LabelAttempt]] || !n.DeletionTimestamp.IsZero() {
 			delete(s.unneededSince, n.Name)
+			if _, marked := n.Annotations[AnnotationUnneededSince]; marked && n.DeletionTimestamp.IsZero() {
+				mark[n.Name] = ""
+			}
 			if n.DeletionTimestamp.IsZero() && hasTaint(n, TaintToBeDeleted) {
 				stale = append(stale, n.Name)
 			}
@@ -117,7 +143,15 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 		}
 		since, ok := s.unneededSince[n.Name]
 		if !ok {
-			s.unneededSince[n.Name], since = now, now
+			// A new leader (or a restart) goes on from where the last
+			// one was; a time in the future is not believed.
+			since = now
+			if t, err := time.Parse(time.RFC3339, n.Annotations[AnnotationUnneededSince]); err == nil && !t.After(now) {
+				since = t
+			} else {
+				mark[n.Name] = now.UTC().Format(time.RFC3339)
+			}
+			s.unneededSince[n.Name] = since
 		}
 		if now.Sub(since) >= s.UnneededTime {
 			due[g] = append(due[g], n.Name)
@@ -138,6 +172,9 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	s.mu.Unlock()
 
 	var errs []error
+	for name, since := range mark {
+		errs = append(errs, s.markUnneeded(ctx, name, since))
+	}
 	for _, name := range stale {
 		errs = append(errs, s.untaint(ctx, name))
 	}
@@ -149,9 +186,13 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// removeNodes deletes unneeded nodes of g, down to its minimum size: each
-// is tainted first and looked at again through the API, so a pod the
-// scheduler placed meanwhile keeps its node.
+// removeNodes deletes unneeded nodes of g, down to its minimum size. They
+// are tainted first; after TaintGrace, so that a binding or a booking the
+// scheduler decided before it saw the taint has been committed, their pods
+// and the Reservations are listed again through the API (not the cache),
+// and a node that holds either is kept. So is a node a pending pod has
+// been nominated to: a pod or Reservation that tolerates every taint
+// (operator Exists without a key) is not kept off by the taint.
 func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, names []string) error {
 	size, err := g.TargetSize(ctx)
 	if err != nil {
@@ -160,6 +201,7 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 	sort.Strings(names)
 	names = names[:max(0, min(len(names), size-g.MinSize()))]
 	var errs []error
+	tainted := make([]v1.Node, 0, len(names))
 	for _, name := range names {
 		var node v1.Node
 		if err := s.APIReader.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
@@ -173,13 +215,29 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 				continue
 			}
 		}
-		var pods v1.PodList
-		if err := s.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", name)}); err != nil {
+		tainted = append(tainted, node)
+	}
+	if len(tainted) == 0 {
+		return errors.Join(errs...)
+	}
+	if err := s.sleep(ctx, s.taintGrace()); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	booked, err := s.bookedNodes(ctx, true, "")
+	if err != nil {
+		// Left tainted: the next pass takes the taint off or goes on.
+		return errors.Join(append(errs, err)...)
+	}
+	for i := range tainted {
+		node := &tainted[i]
+		name := node.Name
+		why, err := s.holds(ctx, name, booked)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if slices.ContainsFunc(pods.Items, func(p v1.Pod) bool { return holdsNode(&p) }) {
-			klog.FromContext(ctx).V(2).Info("Node got a pod while being removed; keeping it", "node", name)
+		if why != "" {
+			klog.FromContext(ctx).V(2).Info("Node got used while being removed; keeping it", "node", name, "by", why)
 			s.mu.Lock()
 			delete(s.unneededSince, name)
 			s.mu.Unlock()
@@ -195,10 +253,68 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 		s.removed[name] = true
 		s.mu.Unlock()
 		nodesScaledDown.WithLabelValues(g.ID()).Inc()
-		s.Recorder.Eventf(&node, v1.EventTypeNormal, "ScaleDown", "Node group %s: removed node %s, unneeded for %s", g.ID(), name, s.UnneededTime)
+		s.Recorder.Eventf(node, v1.EventTypeNormal, "ScaleDown", "Node group %s: removed node %s, unneeded for %s", g.ID(), name, s.UnneededTime)
 		klog.FromContext(ctx).V(2).Info("Scaled down", "nodeGroup", g.ID(), "node", name)
 	}
 	return errors.Join(errs...)
+}
+
+// holds says what, read through the API, keeps node name: a pod on it, a
+// pending pod nominated to it, or a booking (booked); "" for nothing.
+func (s *ScaleDown) holds(ctx context.Context, name string, booked map[string]bool) (string, error) {
+	if booked[name] {
+		return "a booking", nil
+	}
+	var pods v1.PodList
+	if err := s.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", name)}); err != nil {
+		return "", fmt.Errorf("listing the pods of node %s: %w", name, err)
+	}
+	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return holdsNode(&p) }); i >= 0 {
+		return "pod " + pods.Items[i].Namespace + "/" + pods.Items[i].Name, nil
+	}
+	if err := s.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.nominatedNodeName", name)}); err != nil {
+		return "", fmt.Errorf("listing the pods nominated to node %s: %w", name, err)
+	}
+	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return p.Spec.NodeName == "" && holdsNode(&p) }); i >= 0 {
+		return "nominated pod " + pods.Items[i].Namespace + "/" + pods.Items[i].Name, nil
+	}
+	return "", nil
+}
+
+func (s *ScaleDown) taintGrace() time.Duration {
+	if s.TaintGrace > 0 {
+		return s.TaintGrace
+	}
+	return DefaultTaintGrace
+}
+
+func (s *ScaleDown) sleep(ctx context.Context, d time.Duration) error {
+	if s.wait != nil {
+		return s.wait(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// markUnneeded sets the node's AnnotationUnneededSince to since, or
+// removes it when since is "".
+func (s *ScaleDown) markUnneeded(ctx context.Context, name, since string) error {
+	value := "null"
+	if since != "" {
+		value = strconv.Quote(since)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, AnnotationUnneededSince, value)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := s.Client.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("marking node %s unneeded since %q: %w", name, since, err)
+	}
+	return nil
 }
 
 func (s *ScaleDown) untaint(ctx context.Context, name string) error {
@@ -243,9 +359,17 @@ func holdsNode(p *v1.Pod) bool {
 }
 
 // nodesInUse are the nodes that hold a pod (see holdsNode) or a booking
-// (a Reservation placed there or pinned to it), but except's own.
+// (a Reservation placed there or pinned to it), but except's own, as the
+// caches show them.
 func (r *Reconciler) nodesInUse(ctx context.Context, except *provv1.ProvisioningRequest) (map[string]bool, error) {
-	used := map[string]bool{}
+	var uid types.UID
+	if except != nil {
+		uid = except.UID
+	}
+	used, err := r.bookedNodes(ctx, false, uid)
+	if err != nil {
+		return nil, err
+	}
 	pods, err := r.Pods.List(labels.Everything())
 	if err != nil {
 		return nil, err
@@ -255,13 +379,26 @@ func (r *Reconciler) nodesInUse(ctx context.Context, except *provv1.Provisioning
 			used[p.Spec.NodeName] = true
 		}
 	}
+	return used, nil
+}
+
+// bookedNodes are the nodes that hold a booking (a Reservation placed there
+// or pinned to it), but those of the request of UID except, read from the
+// cache to find candidates (live false), through the API reader just
+// before a node is deleted (live true).
+func (r *Reconciler) bookedNodes(ctx context.Context, live bool, except types.UID) (map[string]bool, error) {
 	var rs schedv1alpha1.ReservationList
-	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+	reader, opts := client.Reader(r.Client), []client.ListOption{client.UnsafeDisableDeepCopy}
+	if live && r.APIReader != nil {
+		reader, opts = r.APIReader, nil
 	}
+	if err := reader.List(ctx, &rs, opts...); err != nil {
+		return nil, fmt.Errorf("listing the Reservations: %w", err)
+	}
+	used := map[string]bool{}
 	for i := range rs.Items {
 		res := &rs.Items[i]
-		if except != nil && res.Labels[LabelRequestUID] == string(except.UID) {
+		if except != "" && res.Labels[LabelRequestUID] == string(except) {
 			continue
 		}
 		switch res.Status.Phase {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -463,7 +464,7 @@ func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.Provisionin
 		setDetails(pr, map[string]string{DetailScaleUpAttempt: "", DetailScaleUpPlan: "", DetailScaleUpStarted: ""})
 		return nil
 	}
-	deleted, err := r.rollBack(ctx, attempt)
+	deleted, err := r.rollBack(ctx, attempt, pr.UID)
 	if err != nil {
 		return fmt.Errorf("rolling back scale-up attempt %s: %w", attempt, err)
 	}
@@ -474,15 +475,17 @@ func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.Provisionin
 	return nil
 }
 
-// rollBack deletes the nodes of an attempt in every node group.
-func (r *Reconciler) rollBack(ctx context.Context, attempt string) (int, error) {
+// rollBack deletes the nodes of an attempt of the request of UID owner in
+// every node group, but those in use (keepNode).
+func (r *Reconciler) rollBack(ctx context.Context, attempt string, owner types.UID) (int, error) {
 	if r.Provider == nil {
 		return 0, nil
 	}
 	total := 0
 	var errs []error
+	keep := r.keepNode(owner)
 	for _, g := range r.Provider.NodeGroups() {
-		n, err := nodegroups.RollBack(ctx, g, attempt, r.runsPods)
+		n, err := nodegroups.RollBack(ctx, g, attempt, keep)
 		nodesRolledBack.WithLabelValues(g.ID()).Add(float64(n))
 		total += n
 		if err != nil {
@@ -490,6 +493,30 @@ func (r *Reconciler) rollBack(ctx context.Context, attempt string) (int, error) 
 		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// keepNode returns whether a node about to be deleted for the request of
+// UID owner is in use, looked up through the API: it runs a pod (runsPods),
+// or holds a booking not the request's own, another tenant's maybe. The
+// Reservations are listed once, at the first node asked about.
+func (r *Reconciler) keepNode(owner types.UID) func(context.Context, *v1.Node) (bool, error) {
+	var booked map[string]bool
+	return func(ctx context.Context, n *v1.Node) (bool, error) {
+		if busy, err := r.runsPods(ctx, n); err != nil || busy {
+			return busy, err
+		}
+		if booked == nil {
+			var err error
+			if booked, err = r.bookedNodes(ctx, true, owner); err != nil {
+				return false, err
+			}
+		}
+		if booked[n.Name] {
+			klog.FromContext(ctx).Info("Keeping a node of the request's scale-up: it holds a booking", "node", klog.KObj(n), "attempt", n.Labels[nodegroups.LabelAttempt])
+			return true, nil
+		}
+		return false, nil
+	}
 }
 
 // runsPods reports whether a node runs a pod that keeps it (see
@@ -555,12 +582,14 @@ func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.Provision
 	}
 	prefix := string(pr.UID) + "-"
 	byGroup := map[nodegroups.NodeGroup][]string{}
+	keep := r.keepNode(pr.UID)
 	for _, n := range nodes {
 		if !strings.HasPrefix(n.Labels[nodegroups.LabelAttempt], prefix) || used[n.Name] {
 			continue
 		}
-		// The cache may lag: a pod bound meanwhile keeps the node.
-		if busy, err := r.runsPods(ctx, n); err != nil || busy {
+		// The cache may lag: a pod bound or a booking placed meanwhile
+		// keeps the node.
+		if busy, err := keep(ctx, n); err != nil || busy {
 			if err != nil {
 				return err
 			}
