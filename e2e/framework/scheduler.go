@@ -60,7 +60,7 @@ func SchedulerGetJSON(ctx context.Context, path string, out any) error {
 }
 
 // SchedulerNodeView is kube-scheduler's view of node, from its cache, as
-// GET /apis/v1/nodes/{node} serves it.
+// GET /gantry/v1/nodes/{node} serves it.
 func SchedulerNodeView(ctx context.Context, node string) (*frameworkext.NodeView, error) {
 	v := &frameworkext.NodeView{}
 	return v, SchedulerGetJSON(ctx, frameworkext.ServicesPrefix+"nodes/"+node, v)
@@ -71,6 +71,19 @@ func SchedulerNodeView(ctx context.Context, node string) (*frameworkext.NodeView
 func SchedulerPut(ctx context.Context, path, body string) (string, error) {
 	out, err := RequireLocal("it calls kube-scheduler's endpoints").ComponentPut(ctx, SchedulerComponent, path, []byte(body))
 	return string(out), err
+}
+
+// SchedulerVerbosity sets kube-scheduler's log verbosity to v (PUT
+// /debug/flags/v, served with profiling on, as on the local cluster) and
+// returns a func that sets it back to 0, the local cluster's default. It
+// fails the spec if the scheduler refuses.
+func SchedulerVerbosity(ctx context.Context, v int) func(context.Context) {
+	_, err := SchedulerPut(ctx, "/debug/flags/v", fmt.Sprint(v))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "setting kube-scheduler's verbosity to %d", v)
+	return func(ctx context.Context) {
+		_, err := SchedulerPut(ctx, "/debug/flags/v", "0")
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "setting kube-scheduler's verbosity back to 0")
+	}
 }
 
 // ComponentLog returns the log of the running process of a control-plane

@@ -162,9 +162,9 @@ func podRequests(p *v1.Pod) v1.ResourceList {
 // The scheduler's REST services, as the specs call them: the paths are the
 // API the specs hold the scheduler to, so they are written out here.
 const (
-	servicesPath         = "/apis/v1/__services__"
-	nodesPath            = "/apis/v1/nodes/"
-	nodeReservationsPath = "/apis/v1/plugins/Reservation/nodeReservations/"
+	servicesPath         = "/gantry/v1/__services__"
+	nodesPath            = "/gantry/v1/nodes/"
+	nodeReservationsPath = "/gantry/v1/plugins/Reservation/nodeReservations/"
 )
 
 // getNodeReservations is the Reservation plugin's view of the

@@ -573,7 +573,7 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		expectSameResources(gomega.Default, nrs[0].Remaining, r.Spec.Template.Requests, "remaining")
 		gomega.Expect(nrs[0].Allocated).To(gomega.BeEmpty())
 
-		ginkgo.By("turning score debugging on (PUT /debug/flags/s 3)")
+		ginkgo.By("turning score debugging on (PUT /debug/flags/s 3; the tables are logged at verbosity 2)")
 		out, err := framework.SchedulerPut(ctx, "/debug/flags/s", "3")
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.GinkgoWriter.Printf("PUT /debug/flags/s: %s\n", out)
@@ -581,6 +581,8 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			_, err := framework.SchedulerPut(ctx, "/debug/flags/s", "0")
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		})
+		restoreVerbosity := framework.SchedulerVerbosity(ctx, 2)
+		ginkgo.DeferCleanup(restoreVerbosity)
 
 		ginkgo.By("placing an owner and checking the reservation's accounting follows")
 		owner := t.CreatePod(ctx, wrappers.MakePod("web-1", f.Namespace).Label("app", "web").Requests("cpu", "500m", "memory", "256Mi"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -27,28 +28,35 @@ import (
 // GantryOptions are the flags Gantry adds to kube-scheduler's.
 type GantryOptions struct {
 	// DebugScores is how many top nodes to log, with each score plugin's
-	// weighted score, for every scheduled pod; 0 disables it. It can be
-	// changed at runtime with PUT /debug/flags/s.
+	// weighted score, for every scheduled pod, at verbosity 2; 0 disables it,
+	// and values above frameworkext.MaxDebugScores are clamped to it. It can
+	// be changed at runtime with PUT /debug/flags/s when profiling is enabled.
 	DebugScores int32
+	// CRDSyncTimeout is how long the scheduler waits for the informers of
+	// Gantry's custom resources before it schedules without the features that
+	// need them (frameworkext.Extender.SetCRDSyncTimeout).
+	CRDSyncTimeout time.Duration
 }
 
 // AddFlags registers the Gantry flags in fs.
 func (o *GantryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int32Var(&o.DebugScores, "debug-scores", o.DebugScores,
-		"Log, for every scheduled pod, a table of the top N nodes with the total and each score plugin's weighted score (0 disables). Can be changed at runtime with PUT /debug/flags/s.")
+		fmt.Sprintf("Log at verbosity 2, for every scheduled pod, a table of the top N nodes (at most %d) with the total and each score plugin's weighted score (0 disables). Can be changed at runtime with PUT /debug/flags/s when profiling is enabled.", frameworkext.MaxDebugScores))
+	fs.DurationVar(&o.CRDSyncTimeout, "crd-sync-timeout", o.CRDSyncTimeout,
+		"How long to wait at start for the informers of Gantry's custom resources (e.g. Reservations). After it, pods are scheduled without the features that need them (the Reservation plugin holds nothing); the informers keep retrying and the features start once they sync.")
 }
 
 // NewSchedulerCommand returns Gantry's kube-scheduler: upstream's flags and
 // configuration, Gantry's plugins, and the extension layer.
 func NewSchedulerCommand() *cobra.Command {
 	opts := options.NewOptions()
-	gantryOpts := &GantryOptions{}
+	gantryOpts := &GantryOptions{CRDSyncTimeout: frameworkext.DefaultCRDSyncTimeout}
 	cmd := &cobra.Command{
 		Use:   "kube-scheduler",
 		Short: "Gantry's kube-scheduler: upstream kube-scheduler with Gantry's plugins and extension layer",
 		Long: `Gantry's kube-scheduler is upstream kube-scheduler with Gantry's out-of-tree plugins
 (Reservation, ...) and an extension layer that gives plugins phase hooks, REST services on the
-secure port under /apis/v1/, controllers run while leading, and score debugging (--debug-scores).`,
+secure port under /gantry/v1/, controllers run while leading, and score debugging (--debug-scores).`,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			return opts.ComponentGlobalsRegistry.Set()
 		},
@@ -87,6 +95,9 @@ func runCommand(cmd *cobra.Command, opts *options.Options, gantryOpts *GantryOpt
 	if gantryOpts.DebugScores < 0 {
 		return fmt.Errorf("--debug-scores must not be negative, got %d", gantryOpts.DebugScores)
 	}
+	if gantryOpts.CRDSyncTimeout <= 0 {
+		return fmt.Errorf("--crd-sync-timeout must be positive, got %s", gantryOpts.CRDSyncTimeout)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -96,7 +107,10 @@ func runCommand(cmd *cobra.Command, opts *options.Options, gantryOpts *GantryOpt
 	}()
 
 	ext := frameworkext.New()
-	ext.SetDebugScores(gantryOpts.DebugScores)
+	if set := ext.SetDebugScores(gantryOpts.DebugScores); set != gantryOpts.DebugScores {
+		klog.FromContext(ctx).Info("--debug-scores clamped", "requested", gantryOpts.DebugScores, "set", set)
+	}
+	ext.SetCRDSyncTimeout(gantryOpts.CRDSyncTimeout)
 	cc, sched, err := upstream.Setup(ctx, opts, Plugins(ext)...)
 	if err != nil {
 		return err

@@ -127,9 +127,7 @@ func Run(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 		if cc.DynInformerFactory != nil {
 			cc.DynInformerFactory.WaitForCacheSync(ctx.Done())
 		}
-		if err := ext.WaitForCacheSync(ctx); err != nil {
-			logger.Error(err, "Gantry informers did not sync")
-		}
+		waitForGantryInformers(ctx, ext)
 		if err := sched.WaitForHandlersSync(ctx); err != nil {
 			logger.Error(err, "handlers are not fully synchronized")
 		}
@@ -179,6 +177,33 @@ func Run(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 	return fmt.Errorf("lost lease")
 }
 
+// waitForGantryInformers waits, at most ext.CRDSyncTimeout(), for the
+// informers of Gantry's custom resources. A missing CRD, or resources the
+// scheduler may not list, must not stop all scheduling: after the timeout
+// it logs which informers are missing and returns, and the scheduler runs
+// without them. Until they sync, the features that need them are off (the
+// Reservation plugin knows no reservation, so it holds nothing and places
+// no owner; its status controller waits). The informers keep retrying in
+// the background, and those features start as soon as they sync, when the
+// CRD is installed or the permission granted: no restart is needed.
+func waitForGantryInformers(ctx context.Context, ext *frameworkext.Extender) {
+	logger := klog.FromContext(ctx)
+	timeout := ext.CRDSyncTimeout()
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	err := ext.WaitForCacheSync(syncCtx)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	logger.Error(err, "Gantry's custom resources cannot be listed: scheduling pods without the Gantry features that need them (reservations are ignored) until they can. Is every Gantry CRD installed, and may the scheduler list and watch them?",
+		"timeout", timeout)
+	go func() {
+		if err := ext.WaitForCacheSync(ctx); err == nil {
+			logger.Info("Gantry's custom resources are listed now: the Gantry features that need them are on")
+		}
+	}()
+}
+
 func registerConfigz(cc *schedulerserverconfig.CompletedConfig) error {
 	external := &configv1.KubeSchedulerConfiguration{}
 	if err := conversionv1.Convert_config_KubeSchedulerConfiguration_To_v1_KubeSchedulerConfiguration(&cc.ComponentConfig, external, nil); err != nil {
@@ -216,7 +241,8 @@ func runLeaseCandidate(ctx context.Context, cc *schedulerserverconfig.CompletedC
 }
 
 // endpointsHandler serves what upstream kube-scheduler serves on its secure
-// port, plus /debug/flags/s and Gantry's /apis/v1/ services.
+// port, plus Gantry's /gantry/v1/ services and, with profiling,
+// /debug/flags/s.
 func endpointsHandler(cc *schedulerserverconfig.CompletedConfig, isLeader func() bool, healthChecks, readyChecks []healthz.HealthChecker, ext *frameworkext.Extender) http.Handler {
 	m := mux.NewPathRecorderMux(componentName)
 	healthz.InstallHandler(m, healthChecks...)
@@ -238,16 +264,7 @@ func endpointsHandler(cc *schedulerserverconfig.CompletedConfig, isLeader func()
 		}
 		routes.DebugFlags{}.Install(m, "v", routes.StringFlagPutHandler(logs.GlogSetter))
 	}
-	// The score-debug toggle is Gantry's own and is served with or without
-	// profiling, as --debug-scores is. DebugFlags registers the /debug/flags
-	// index with its first flag only.
-	scoreFlag := routes.StringFlagPutHandler(ext.SetDebugScoresString)
-	if cc.ComponentConfig.EnableProfiling {
-		m.UnlistedHandleFunc("/debug/flags/s", scoreFlag)
-	} else {
-		routes.DebugFlags{}.Install(m, "s", scoreFlag)
-	}
-	m.HandlePrefix(frameworkext.ServicesPrefix, ext.ServicesHandler(isLeader))
+	installGantryEndpoints(m, cc.ComponentConfig.EnableProfiling, ext, isLeader)
 	if utilfeature.DefaultFeatureGate.Enabled(zpagesfeatures.ComponentFlagz) && cc.Flagz != nil {
 		flagz.Install(m, componentName, cc.Flagz)
 	}
@@ -258,10 +275,26 @@ func endpointsHandler(cc *schedulerserverconfig.CompletedConfig, isLeader func()
 	return m
 }
 
+// installGantryEndpoints adds Gantry's endpoints to the secure port's mux:
+// the REST services under /gantry/v1/, and with profiling the score-debug
+// toggle /debug/flags/s. No default role grants either (system:discovery
+// covers /api and /apis only): they need the ClusterRoles of
+// scheduler/config/rbac.yaml.
+func installGantryEndpoints(m *mux.PathRecorderMux, enableProfiling bool, ext *frameworkext.Extender, isLeader func() bool) {
+	// The runtime score-debug toggle is served, like upstream's
+	// /debug/flags/v, only with profiling enabled (--debug-scores works
+	// either way). DebugFlags registers the /debug/flags index with its
+	// first flag only.
+	if enableProfiling {
+		m.UnlistedHandleFunc("/debug/flags/s", routes.StringFlagPutHandler(ext.SetDebugScoresString))
+	}
+	m.HandlePrefix(frameworkext.ServicesPrefix, ext.ServicesHandler(isLeader))
+}
+
 // withServingFilters puts the endpoints behind the scheduler's delegated
 // authentication and authorization, as upstream does for all of them. The
-// request-info resolver has no API prefixes: every path, /apis/v1/... included,
-// is authorized as a non-resource URL.
+// request-info resolver has no API prefixes: every path, /gantry/v1/...
+// included, is authorized as a non-resource URL.
 func withServingFilters(h http.Handler, authn authenticator.Request, authz authorizer.Authorizer) http.Handler {
 	resolver := &apirequest.RequestInfoFactory{}
 	h = genericapifilters.WithAuthorization(h, authz, scheme.Codecs)

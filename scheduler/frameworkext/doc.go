@@ -14,9 +14,9 @@
 //     the scheduler's cache.
 //   - SchedulerAttacher: access to the built scheduler (cache, queue, failure
 //     handler), for plugins that place objects other than pods.
-//   - APIServiceProvider: HTTP endpoints under /apis/v1/plugins/<Plugin>/,
+//   - APIServiceProvider: HTTP endpoints under /gantry/v1/plugins/<Plugin>/,
 //     served on the scheduler's secure port with its authn/authz; built-ins
-//     /apis/v1/__services__ and /apis/v1/nodes/{node}.
+//     /gantry/v1/__services__ and /gantry/v1/nodes/{node}.
 //   - ControllerProvider: controllers run only while this scheduler leads.
 //   - Score debugging: a table of the top N nodes per scheduled pod.
 //   - SharedKey: typed state that a plugin's instances (one per profile)

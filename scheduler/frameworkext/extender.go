@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,7 +41,9 @@ type Extender struct {
 	attached    *scheduler.Scheduler
 
 	debugScores atomic.Int32
-	nodeViews   func(name string) (any, error)
+	// crdSyncTimeout bounds the wait for Gantry's informers at start.
+	crdSyncTimeout atomic.Int64
+	nodeViews      func(name string) (any, error)
 	// shared holds the values of SharedKeys, by key.
 	shared map[any]any
 	// nominator is the Reservation plugin's, once it is built.
@@ -238,6 +242,23 @@ func (e *Extender) StartInformers(ctx context.Context) {
 	}
 }
 
+// DefaultCRDSyncTimeout is how long the scheduler waits at start for the
+// informers of Gantry's custom resources before it schedules without them.
+const DefaultCRDSyncTimeout = 30 * time.Second
+
+// SetCRDSyncTimeout sets how long the scheduler waits at start for Gantry's
+// informers (DefaultCRDSyncTimeout unless set).
+func (e *Extender) SetCRDSyncTimeout(d time.Duration) { e.crdSyncTimeout.Store(int64(d)) }
+
+// CRDSyncTimeout is how long the scheduler waits at start for Gantry's
+// informers.
+func (e *Extender) CRDSyncTimeout() time.Duration {
+	if d := time.Duration(e.crdSyncTimeout.Load()); d > 0 {
+		return d
+	}
+	return DefaultCRDSyncTimeout
+}
+
 // WaitForCacheSync waits for Gantry's informers, or fails when ctx ends first.
 func (e *Extender) WaitForCacheSync(ctx context.Context) error {
 	inf := e.informers()
@@ -274,17 +295,30 @@ func (e *Extender) RunControllers(ctx context.Context) {
 	}
 }
 
-// SetDebugScores sets how many top nodes the score-debug table shows; 0 disables it.
-func (e *Extender) SetDebugScores(n int32) { e.debugScores.Store(max(n, 0)) }
+// MaxDebugScores is the most nodes a score-debug table shows. Larger values
+// are clamped to it: the table is built for every scored pod, on the
+// scheduling path, so its size must not follow a runtime knob.
+const MaxDebugScores = 50
+
+// SetDebugScores sets how many top nodes the score-debug table shows,
+// clamped to [0, MaxDebugScores]; 0 disables it. It returns the value set.
+func (e *Extender) SetDebugScores(n int32) int32 {
+	n = min(max(n, 0), MaxDebugScores)
+	e.debugScores.Store(n)
+	return n
+}
 
 // SetDebugScoresString is SetDebugScores for PUT /debug/flags/s.
 func (e *Extender) SetDebugScoresString(v string) (string, error) {
-	n, err := strconv.ParseInt(v, 10, 32)
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 	if err != nil || n < 0 {
-		return "", fmt.Errorf("score-debug level must be a non-negative integer, got %q", v)
+		return "", fmt.Errorf("score-debug level must be an integer from 0 to %d, got %q", MaxDebugScores, v)
 	}
-	e.SetDebugScores(int32(n))
-	return fmt.Sprintf("successfully set score debugging to top %d nodes", n), nil
+	set := e.SetDebugScores(int32(n))
+	if int64(set) != n {
+		return fmt.Sprintf("successfully set score debugging to top %d nodes (%d is the most; the tables are logged at verbosity 2)", set, MaxDebugScores), nil
+	}
+	return fmt.Sprintf("successfully set score debugging to top %d nodes (the tables are logged at verbosity 2)", set), nil
 }
 
 // DebugScores is the current number of nodes in the score-debug table.

@@ -3,6 +3,7 @@ package frameworkext
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,29 +90,29 @@ func TestServices(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 
-	code, body := get("/apis/v1/__services__")
+	code, body := get("/gantry/v1/__services__")
 	var services map[string][]string
 	if err := json.Unmarshal([]byte(body), &services); err != nil || code != 200 {
 		t.Fatalf("__services__: %d %s", code, body)
 	}
-	want := []string{"/apis/v1/__services__", "/apis/v1/nodes/{node}", "/apis/v1/plugins/Demo/state", "/apis/v1/plugins/Demo/things/{name}"}
+	want := []string{"/gantry/v1/__services__", "/gantry/v1/nodes/{node}", "/gantry/v1/plugins/Demo/state", "/gantry/v1/plugins/Demo/things/{name}"}
 	if diff := cmp.Diff(want, services["GET"]); diff != "" {
 		t.Errorf("services (-want +got):\n%s", diff)
 	}
-	if code, body := get("/apis/v1/plugins/Demo/things/x"); code != 200 || !strings.Contains(body, `"x"`) {
+	if code, body := get("/gantry/v1/plugins/Demo/things/x"); code != 200 || !strings.Contains(body, `"x"`) {
 		t.Errorf("plugin endpoint: %d %s", code, body)
 	}
-	if code, _ := get("/apis/v1/plugins/Demo/state"); code != http.StatusServiceUnavailable {
+	if code, _ := get("/gantry/v1/plugins/Demo/state"); code != http.StatusServiceUnavailable {
 		t.Errorf("leader-only endpoint on a follower: %d, want 503", code)
 	}
 	leader = true
-	if code, _ := get("/apis/v1/plugins/Demo/state"); code != 200 {
+	if code, _ := get("/gantry/v1/plugins/Demo/state"); code != 200 {
 		t.Errorf("leader-only endpoint on the leader: %d, want 200", code)
 	}
-	if code, body := get("/apis/v1/plugins/Demo/nope"); code != 404 || !strings.Contains(body, "__services__") {
+	if code, body := get("/gantry/v1/plugins/Demo/nope"); code != 404 || !strings.Contains(body, "__services__") {
 		t.Errorf("unknown endpoint: %d %s", code, body)
 	}
-	if code, _ := get("/apis/v1/nodes/n1"); code != http.StatusServiceUnavailable {
+	if code, _ := get("/gantry/v1/nodes/n1"); code != http.StatusServiceUnavailable {
 		t.Errorf("nodes before the scheduler is attached: %d, want 503", code)
 	}
 }
@@ -121,12 +122,55 @@ func TestDebugScoresFlag(t *testing.T) {
 	if _, err := e.SetDebugScoresString("5"); err != nil || e.DebugScores() != 5 {
 		t.Fatalf("set 5: %v, now %d", err, e.DebugScores())
 	}
-	for _, bad := range []string{"-1", "x", ""} {
+	for _, bad := range []string{"-1", "x", "", "2147483648"} {
 		if _, err := e.SetDebugScoresString(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
 	if e.DebugScores() != 5 {
 		t.Errorf("a rejected value changed the setting to %d", e.DebugScores())
+	}
+}
+
+// TestDebugScoresClamped: whoever may set the level cannot make every
+// scored pod log (and sort into) a table of the whole cluster.
+func TestDebugScoresClamped(t *testing.T) {
+	e := New()
+	for _, tc := range []struct {
+		set        string
+		want       int32
+		wantInText string
+	}{
+		{set: "50", want: 50},
+		{set: "51", want: MaxDebugScores, wantInText: "50 is the most"},
+		{set: "2147483647", want: MaxDebugScores, wantInText: "50 is the most"},
+		{set: "0", want: 0},
+	} {
+		out, err := e.SetDebugScoresString(tc.set)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.set, err)
+		}
+		if got := e.DebugScores(); got != tc.want {
+			t.Errorf("after %s: %d, want %d", tc.set, got, tc.want)
+		}
+		if !strings.Contains(out, tc.wantInText) {
+			t.Errorf("answer to %s: %q, want it to say %q", tc.set, out, tc.wantInText)
+		}
+	}
+	if got := e.SetDebugScores(1 << 30); got != MaxDebugScores {
+		t.Errorf("SetDebugScores(1<<30) set %d, want %d", got, MaxDebugScores)
+	}
+
+	// ScoreTable itself never shows more than MaxDebugScores rows.
+	scores := make([]fwk.NodePluginScores, 200)
+	for i := range scores {
+		scores[i] = fwk.NodePluginScores{Name: fmt.Sprintf("n%03d", i), TotalScore: int64(i)}
+	}
+	lines := strings.Split(strings.TrimSpace(ScoreTable(scores, 1<<30)), "\n")
+	if got := len(lines) - 1; got != MaxDebugScores {
+		t.Errorf("table of 200 nodes asked for 1<<30 rows: %d rows, want %d", got, MaxDebugScores)
+	}
+	if f := strings.Fields(lines[1]); len(f) < 2 || f[1] != "n199" {
+		t.Errorf("first row %q, want the highest total (n199)", lines[1])
 	}
 }

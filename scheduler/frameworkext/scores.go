@@ -12,17 +12,27 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// logScoreTable logs, for one pod, the top n nodes by total score with each
-// score plugin's weighted score, as a table.
+// scoreTableVerbosity is the log verbosity of score-debug tables: they are
+// detail (one multi-line entry per scored pod), never shown by default.
+const scoreTableVerbosity = 2
+
+// logScoreTable logs, at verbosity 2, for one pod, the top n nodes by total
+// score with each score plugin's weighted score, as a table. Below that
+// verbosity it builds nothing.
 func logScoreTable(ctx context.Context, profile string, pod *v1.Pod, scores []fwk.NodePluginScores, n int) {
-	klog.FromContext(ctx).Info("Score debug", "pod", klog.KObj(pod), "profile", profile,
+	logger := klog.FromContext(ctx).V(scoreTableVerbosity)
+	if !logger.Enabled() {
+		return
+	}
+	logger.Info("Score debug", "pod", klog.KObj(pod), "profile", profile,
 		"nodes", len(scores), "table", "\n"+ScoreTable(scores, n))
 }
 
 // ScoreTable formats the top n nodes of scores (highest total first, ties by
 // node name) with one column per score plugin, in the order the framework
-// ran them.
+// ran them. n is clamped to MaxDebugScores.
 func ScoreTable(scores []fwk.NodePluginScores, n int) string {
+	n = min(n, MaxDebugScores)
 	top := slices.Clone(scores)
 	slices.SortFunc(top, func(a, b fwk.NodePluginScores) int {
 		if a.TotalScore != b.TotalScore {

@@ -14,7 +14,10 @@ import (
 )
 
 // ServicesPrefix is where the layer's REST services live on the secure port.
-const ServicesPrefix = "/apis/v1/"
+// It is outside /api and /apis, which the default system:discovery role lets
+// every authenticated identity get: the services need an explicit grant
+// (scheduler/config/rbac.yaml).
+const ServicesPrefix = "/gantry/v1/"
 
 // serviceMux holds the plugins' endpoints and the built-in ones.
 type serviceMux struct {
@@ -49,7 +52,7 @@ func (m *serviceMux) add(plugin, pattern string, h http.HandlerFunc, leaderOnly 
 	m.leaderOnly[path] = leaderOnly
 }
 
-// ServicesHandler serves /apis/v1/: the plugins' endpoints, __services__ and
+// ServicesHandler serves /gantry/v1/: the plugins' endpoints, __services__ and
 // nodes/{node}. Leader-only endpoints answer 503 when isLeader is false.
 func (e *Extender) ServicesHandler(isLeader func() bool) http.Handler {
 	builtin := http.NewServeMux()
@@ -116,7 +119,7 @@ func WriteError(w http.ResponseWriter, code int, format string, args ...any) {
 	WriteJSON(w, code, ErrorMessage{Message: fmt.Sprintf(format, args...)})
 }
 
-// NodeView is the scheduler cache's view of a node, as /apis/v1/nodes/{node} shows it.
+// NodeView is the scheduler cache's view of a node, as /gantry/v1/nodes/{node} shows it.
 type NodeView struct {
 	Name             string            `json:"name"`
 	Generation       int64             `json:"generation"`

@@ -175,11 +175,13 @@ func (r *Runtime) Create(ctx context.Context) error {
 	// authorization: every request to its secure port is anonymous, and only
 	// the always-allowed paths (/metrics, health) are served. With the
 	// cluster's CA and kubeconfig, the admin certificate is authenticated and
-	// authorized (by kube-apiserver, as a non-resource URL), so /apis/v1/...
-	// and /debug/flags/... work as on a real cluster.
+	// authorized (by kube-apiserver, as a non-resource URL), so /gantry/v1/...
+	// and /debug/flags/... work as on a real cluster. kwokctl binds every
+	// component to 0.0.0.0; the scheduler is only called on loopback.
 	args = append(args,
 		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
-		"--extra-args", "kube-scheduler=authorization-kubeconfig="+filepath.Join(r.clusterDir(), "kubeconfig.yaml"))
+		"--extra-args", "kube-scheduler=authorization-kubeconfig="+filepath.Join(r.clusterDir(), "kubeconfig.yaml"),
+		"--extra-args", "kube-scheduler=bind-address=127.0.0.1")
 	config, err := r.writeComponentsConfig()
 	if err != nil {
 		return err
