@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -44,8 +45,18 @@ type executor struct {
 	// recent: per preemptor, the node and victims of its last successful
 	// preemption, for PostFilter not to preempt again before they are gone.
 	recent map[types.UID]recentPreemption
-	// failures counts consecutive failed preemptions per preemptor, for backoff.
-	failures map[types.UID]int
+	// failures counts consecutive failed preemptions per preemptor, for
+	// backoff. Entries of preemptors that are gone (deleted, recreated or
+	// bound) or that have not failed for failureMemory are pruned.
+	failures map[types.UID]failure
+	// lastScan is when prune last looked up the preemptors of failures and
+	// recent (at most once per pruneInterval).
+	lastScan time.Time
+	// preemptorGone reports whether the pod preemptor namespace/name with
+	// uid is gone: deleted, recreated under another UID, or bound. nil:
+	// not known (entries are then pruned by age only). Reservations are
+	// not pods: theirs are pruned by age only.
+	preemptorGone func(namespace, name string, uid types.UID) bool
 	// backoffUntil: preemptors PreEnqueue holds back after a failure.
 	backoffUntil map[types.UID]time.Time
 	wg           sync.WaitGroup
@@ -65,7 +76,7 @@ type executor struct {
 func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
 	return &executor{
 		fh: fh, timeout: timeout, sem: make(chan struct{}, maxConcurrent), clock: clock.RealClock{},
-		inflight: map[types.UID]bool{}, deleting: map[types.UID]time.Time{}, failures: map[types.UID]int{},
+		inflight: map[types.UID]bool{}, deleting: map[types.UID]time.Time{}, failures: map[types.UID]failure{},
 		recent: map[types.UID]recentPreemption{}, backoffUntil: map[types.UID]time.Time{},
 	}
 }
@@ -252,16 +263,21 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 		for _, v := range todo {
 			uids = append(uids, v.UID)
 		}
-		e.recent[preemptor.UID] = recentPreemption{node: node, victims: uids, at: now}
+		e.recent[preemptor.UID] = recentPreemption{namespace: preemptor.Namespace, name: preemptor.Name,
+			reservation: reservepod.Is(preemptor), node: node, victims: uids, at: now}
 	}
 	var backoff time.Duration
 	if err != nil {
-		e.failures[preemptor.UID]++
-		backoff = min(time.Second<<(e.failures[preemptor.UID]-1), 10*time.Second)
+		f := e.failures[preemptor.UID]
+		f.count++
+		f.at, f.namespace, f.name, f.reservation = now, preemptor.Namespace, preemptor.Name, reservepod.Is(preemptor)
+		e.failures[preemptor.UID] = f
+		backoff = min(time.Second<<min(f.count-1, 4), 10*time.Second)
 		e.backoffUntil[preemptor.UID] = now.Add(backoff)
 	} else {
 		delete(e.failures, preemptor.UID)
 	}
+	e.prune()
 	e.mu.Unlock()
 
 	pods := map[string]*v1.Pod{preemptor.Namespace + "/" + preemptor.Name: preemptor}
@@ -371,12 +387,34 @@ func podPriority(p *v1.Pod) int32 {
 const victimMemory = time.Minute
 
 type recentPreemption struct {
-	node    string
-	victims []types.UID
-	at      time.Time
+	namespace, name string
+	reservation     bool
+	node            string
+	victims         []types.UID
+	at              time.Time
 }
 
-// prune forgets victims and preemptions older than victimMemory. Callers hold e.mu.
+// failure is a preemptor's run of failed preemptions.
+type failure struct {
+	count           int
+	at              time.Time // of the last one
+	namespace, name string
+	reservation     bool
+}
+
+// failureMemory is how long a preemptor's failures count towards its
+// backoff (at most 10s) after the last one. A preemptor that has not failed
+// for that long starts again at the shortest backoff.
+const failureMemory = time.Minute
+
+// pruneInterval is how often prune looks up the preemptors it remembers.
+const pruneInterval = 10 * time.Second
+
+// prune forgets victims and preemptions older than victimMemory, failures
+// older than failureMemory, and, at most once per pruneInterval, the
+// failures and last preemption of preemptors that are gone (deleted,
+// recreated or bound). So the executor remembers nothing of a preemptor
+// that is not pending any more. Callers hold e.mu.
 func (e *executor) prune() {
 	now := e.clock.Now()
 	for uid, at := range e.deleting {
@@ -384,10 +422,35 @@ func (e *executor) prune() {
 			delete(e.deleting, uid)
 		}
 	}
+	scan := e.preemptorGone != nil && now.Sub(e.lastScan) >= pruneInterval
+	if scan {
+		e.lastScan = now
+	}
+	gone := func(uid types.UID, namespace, name string, reservation bool) bool {
+		return scan && !reservation && !e.inflight[uid] && e.preemptorGone(namespace, name, uid)
+	}
 	for uid, r := range e.recent {
-		if now.Sub(r.at) > victimMemory {
+		if now.Sub(r.at) > victimMemory || gone(uid, r.namespace, r.name, r.reservation) {
 			delete(e.recent, uid)
 		}
+	}
+	for uid, f := range e.failures {
+		if now.Sub(f.at) > failureMemory || gone(uid, f.namespace, f.name, f.reservation) {
+			delete(e.failures, uid)
+		}
+	}
+}
+
+// preemptorGone returns the executor's preemptorGone on a pod lister: a
+// preemptor is gone when the lister has no pod of its name, or one with
+// another UID, or the pod is bound.
+func preemptorGone(lister corelisters.PodLister) func(namespace, name string, uid types.UID) bool {
+	return func(namespace, name string, uid types.UID) bool {
+		p, err := lister.Pods(namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			return true
+		}
+		return err == nil && (p.UID != uid || p.Spec.NodeName != "")
 	}
 }
 

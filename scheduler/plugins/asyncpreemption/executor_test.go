@@ -2,6 +2,8 @@ package asyncpreemption
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -290,5 +294,89 @@ func TestPreemptorGatedUntilVictimsLeaveTheCache(t *testing.T) {
 	e.exec.wait()
 	if activated, _ := e.h.snapshot(); len(activated) != 1 || e.exec.running("uid-high") {
 		t.Errorf("after the victim left: activated %v, gated %v", activated, e.exec.running("uid-high"))
+	}
+}
+
+// TestFailuresPrunedForGonePreemptors: the executor remembers nothing of
+// preemptors that are not pending any more. 10k preemptors fail to preempt,
+// then are deleted or bound elsewhere; after a prune their failures and
+// last preemptions are forgotten, while a pending preemptor keeps its
+// backoff count.
+func TestFailuresPrunedForGonePreemptors(t *testing.T) {
+	const n = 10000
+	e := newEnv(t)
+	// Marking a victim as a disruption target fails: the preemption fails.
+	e.client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if strings.HasPrefix(a.(clienttesting.PatchAction).GetName(), "v-") {
+			return true, nil, apierrors.NewInternalError(errors.New("etcd is on fire"))
+		}
+		return false, nil, nil
+	})
+	gone := map[types.UID]bool{}
+	e.exec.preemptorGone = func(_, _ string, uid types.UID) bool { return gone[uid] }
+	for i := range n + 1 {
+		p := nominated(fmt.Sprintf("p-%d", i), 100)
+		e.exec.start(p, "n1", []*v1.Pod{victim(fmt.Sprintf("v-%d", i), 1)})
+	}
+	e.exec.wait()
+	e.exec.mu.Lock()
+	// A successful preemption of one more preemptor, to have a recent entry.
+	e.exec.recent["uid-p-0"] = recentPreemption{namespace: "ns", name: "p-0", at: e.clock.Now()}
+	if got := len(e.exec.failures); got != n+1 {
+		t.Fatalf("%d failures recorded, want %d", got, n+1)
+	}
+	e.exec.mu.Unlock()
+
+	for i := range n {
+		gone[types.UID(fmt.Sprintf("uid-p-%d", i))] = true
+	}
+	e.clock.Step(pruneInterval)
+	e.exec.mu.Lock()
+	e.exec.prune()
+	failures, recent := len(e.exec.failures), len(e.exec.recent)
+	pending := e.exec.failures[types.UID(fmt.Sprintf("uid-p-%d", n))]
+	e.exec.mu.Unlock()
+	if failures != 1 || recent != 0 {
+		t.Errorf("after a prune: %d failures and %d recent preemptions, want only the pending preemptor's failure", failures, recent)
+	}
+	if pending.count != 1 {
+		t.Errorf("the pending preemptor's failure count is %d, want 1", pending.count)
+	}
+
+	// Its failures are forgotten too once it has not failed for a while.
+	e.clock.Step(failureMemory)
+	e.exec.mu.Lock()
+	e.exec.prune()
+	failures = len(e.exec.failures)
+	e.exec.mu.Unlock()
+	if failures != 0 {
+		t.Errorf("%d failures remembered %s after the last one, want 0", failures, failureMemory+pruneInterval)
+	}
+}
+
+func TestPreemptorGone(t *testing.T) {
+	pending := wrappers.MakePod("pending", "ns").UID("u1").Obj()
+	bound := wrappers.MakePod("bound", "ns").UID("u2").NodeName("n2").Obj()
+	recreated := wrappers.MakePod("recreated", "ns").UID("u3-new").Obj()
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range []*v1.Pod{pending, bound, recreated} {
+		if err := indexer.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := preemptorGone(corelisters.NewPodLister(indexer))
+	for _, tc := range []struct {
+		name string
+		uid  types.UID
+		want bool
+	}{
+		{"pending", "u1", false},
+		{"bound", "u2", true},
+		{"recreated", "u3", true},
+		{"deleted", "u4", true},
+	} {
+		if got := gone("ns", tc.name, tc.uid); got != tc.want {
+			t.Errorf("%s: gone = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -73,6 +73,7 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		pl.exec.nominations = eh.Extender().ReservationNominator
 	}
 	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
+	pl.exec.preemptorGone = preemptorGone(pl.ev.PodLister)
 	return pl, nil
 }
 
