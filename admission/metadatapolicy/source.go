@@ -5,6 +5,7 @@ package metadatapolicy
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -257,10 +258,43 @@ func Compile(u *unstructured.Unstructured) (*engine.Policy, field.ErrorList) {
 		return nil, field.ErrorList{field.NotSupported(field.NewPath("kind"), u.GetKind(), []string{"MetadataPolicy", "ClusterMetadataPolicy"})}
 	}
 	if errs != nil {
-		return nil, errs
+		return nil, boundErrors(errs)
 	}
 	p.UID = uid
 	return p, nil
+}
+
+// maxCompileErrors and maxCompileErrorItemBytes bound the errors Compile
+// returns: a policy is bounded in size only by the request limit, and its
+// error text goes back to the client and into logs and status.
+const (
+	maxCompileErrors         = 20
+	maxCompileErrorItemBytes = 512
+)
+
+// boundErrors keeps the first maxCompileErrors errors, drops the value of
+// any whose text is longer than maxCompileErrorItemBytes and clips its
+// detail, and counts the others in a last error.
+func boundErrors(errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, min(len(errs), maxCompileErrors)+1)
+	for _, e := range errs[:min(len(errs), maxCompileErrors)] {
+		if len(e.Error()) > maxCompileErrorItemBytes {
+			c := *e
+			c.BadValue = field.OmitValueType{}
+			if len(c.Detail) > maxCompileErrorItemBytes/2 {
+				c.Detail = c.Detail[:maxCompileErrorItemBytes/2] + "..."
+			}
+			if len(c.Field) > maxCompileErrorItemBytes/2 {
+				c.Field = c.Field[:maxCompileErrorItemBytes/2] + "..."
+			}
+			e = &c
+		}
+		out = append(out, e)
+	}
+	if more := len(errs) - maxCompileErrors; more > 0 {
+		out = append(out, field.Forbidden(field.NewPath("spec"), fmt.Sprintf("and %d more errors", more)))
+	}
+	return out
 }
 
 // Fallback returns the stand-in of an invalid policy that has an enforced

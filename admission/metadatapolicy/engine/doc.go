@@ -16,6 +16,14 @@
 //   - schedulerName applies to pods at CREATE only (the field is immutable).
 //   - Audit policies are evaluated the same way, separately: what they
 //     would do is reported, nothing is changed.
+//   - The admission plugins evaluate the enforced reject rules again in the
+//     validating phase, on the object after all mutation: a rejection holds.
+//   - A target names a resource, never a subresource (a compile error); a
+//     policy on a resource applies to subresource updates that change the
+//     object's labels or annotations.
+//   - A policy that does not compile but has reject rules is replaced by a
+//     stand-in (Invalid) that rejects every request the policy targets,
+//     naming it: invalid reject rules fail closed.
 //   - A MetadataPolicy (namespaced) never applies to a cluster-scoped
 //     object, its own Namespace included; targeting a well-known
 //     cluster-scoped resource is a compile error (ClusterScopedResources).
