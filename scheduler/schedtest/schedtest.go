@@ -57,7 +57,19 @@ type Env struct {
 // (framework.StartWithCRDs) and a fault proxy in front of them.
 func Setup(t testing.TB) *Env {
 	t.Helper()
-	cp := framework.StartWithCRDs(t)
+	return newEnv(t, framework.StartWithCRDs(t))
+}
+
+// SetupWithoutCRDs is Setup without Gantry's CRDs, for tests of a scheduler
+// that must work without them; framework.InstallGantryCRDs(e.Config)
+// installs them later.
+func SetupWithoutCRDs(t testing.TB) *Env {
+	t.Helper()
+	return newEnv(t, framework.Start(t))
+}
+
+func newEnv(t testing.TB, cp *framework.ControlPlane) *Env {
+	t.Helper()
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	gc, err := gantryclient.NewForConfig(cfg)
