@@ -484,3 +484,57 @@ func TestNodeGroupForNode(t *testing.T) {
 		t.Errorf("node of a machine that is gone: %v", g.ID())
 	}
 }
+
+// TestRolloutMachinesNotTheAttempts: machines that a new MachineSet
+// creates while an attempt is pending (a rollout to a new template, made
+// after the attempt began) are never labelled with the attempt, so its
+// roll-back does not delete them; machines of the MachineSet the attempt
+// knew are. Before, any new machine went to the oldest pending attempt.
+func TestRolloutMachinesNotTheAttempts(t *testing.T) {
+	ctx := context.Background()
+	e := newFakeEnv(t, []GroupConfig{groupConfig("workers", "md", intp(0), intp(5))}, newDeployment("md", 1, nil),
+		capitest.NewMachineSet(testNamespace, "md-old", "md"))
+	g := e.p.Group("workers")
+	e.ctl.CreateFrom("md", "md-old")
+	e.step()
+	if _, err := g.IncreaseSize(ctx, 1, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := e.deployment("md"); len(st.Pending) != 1 || !slices.Equal(st.Pending[0].MachineSets, []string{"md-old"}) {
+		t.Fatalf("pending attempts %+v, want a1 knowing MachineSet md-old", st.Pending)
+	}
+
+	// A rollout: a new MachineSet surges one machine before the
+	// attempt's comes.
+	if _, err := e.dyn.Resource(MachineSetResource).Namespace(testNamespace).Create(ctx, capitest.NewMachineSet(testNamespace, "md-new", "md"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.ctl.CreateFrom("md", "md-new")
+	if err := e.ctl.Scale(ctx, "md", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := g.Attempt(ctx, "a1"); err != nil || len(s.Machines) != 0 || s.Waiting != 1 {
+		t.Fatalf("attempt a1 after the rollout's machine came: %+v, %v; want no machine and one waited for", s, err)
+	}
+	// The attempt's machine, from the MachineSet it knew.
+	e.ctl.CreateFrom("md", "md-old")
+	if err := e.ctl.Scale(ctx, "md", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := g.Attempt(ctx, "a1")
+	if err != nil || len(s.Machines) != 1 || s.Waiting != 0 {
+		t.Fatalf("attempt a1: %+v, %v; want the machine of md-old", s, err)
+	}
+	for name, m := range e.machines("md") {
+		owner := m.GetOwnerReferences()[0].Name
+		if attempt := m.GetLabels()[nodegroups.LabelAttempt]; (attempt == "a1") != (name == s.Machines[0]) || (attempt == "a1" && owner != "md-old") {
+			t.Errorf("machine %s of MachineSet %s labelled with attempt %q", name, owner, attempt)
+		}
+	}
+}

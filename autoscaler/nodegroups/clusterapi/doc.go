@@ -21,9 +21,16 @@
 // annotation AnnotationState, written in the same optimistic-concurrency
 // update (resourceVersion) as the new replica count: the attempt's name, its
 // size, and the names of the machines that had no attempt yet when it began.
-// A machine of the MachineDeployment that appears later without the label
+// The state also names the MachineDeployment's MachineSets at that time
+// (listed by the label LabelDeploymentName). A machine of the
+// MachineDeployment that appears later without the label
 // nodegroups.LabelAttempt belongs to the oldest pending attempt that still
-// lacks machines and did not see it before. Sync labels it with
+// lacks machines, did not see it before, and knew its MachineSet (the
+// machine's controller owner reference). Machines of a MachineSet created
+// since, by a rollout to a new template, replace others: they are never an
+// attempt's, so rolling the attempt back does not delete them. (A
+// MachineHealthCheck's replacement of a machine comes from a known
+// MachineSet and can still be taken for an attempt's.) Sync labels it with
 // nodegroups.LabelAttempt and nodegroups.LabelNodeGroup and counts it; an
 // attempt with all its machines labelled is finished, and from then on the
 // machine labels alone say which machines it made.

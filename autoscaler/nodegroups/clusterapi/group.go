@@ -186,7 +186,11 @@ func (g *Group) IncreaseSize(ctx context.Context, delta int, attempt string) ([]
 				before = append(before, m.name)
 			}
 		}
-		v.state.Pending = append(v.state.Pending, pendingAttempt{ID: attempt, Delta: delta, Before: before})
+		sets, err := g.machineSets(ctx)
+		if err != nil {
+			return err
+		}
+		v.state.Pending = append(v.state.Pending, pendingAttempt{ID: attempt, Delta: delta, Before: before, MachineSets: sets})
 		return g.update(ctx, v, v.replicas+delta)
 	})
 	if err != nil {

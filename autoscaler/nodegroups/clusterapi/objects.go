@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,7 @@ const (
 var (
 	MachineDeploymentResource = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinedeployments"}
 	MachineResource           = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machines"}
+	MachineSetResource        = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinesets"}
 )
 
 // deployment is a MachineDeployment as read.
@@ -66,6 +68,9 @@ type machine struct {
 	// marked: AnnotationDeleteMachine; ours: AnnotationDeleteRequested.
 	marked, ours bool
 	created      time.Time
+	// machineSet names the MachineSet that controls the machine (its
+	// controller owner reference), "" for none.
+	machineSet string
 }
 
 func newMachine(obj *unstructured.Unstructured) *machine {
@@ -73,16 +78,21 @@ func newMachine(obj *unstructured.Unstructured) *machine {
 	nodeUID, _, _ := unstructured.NestedString(obj.Object, "status", "nodeRef", "uid")
 	_, marked := obj.GetAnnotations()[AnnotationDeleteMachine]
 	_, ours := obj.GetAnnotations()[AnnotationDeleteRequested]
+	var machineSet string
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil && ref.Kind == "MachineSet" {
+		machineSet = ref.Name
+	}
 	return &machine{
-		name:     obj.GetName(),
-		uid:      string(obj.GetUID()),
-		attempt:  obj.GetLabels()[nodegroups.LabelAttempt],
-		nodeName: nodeName,
-		nodeUID:  nodeUID,
-		deleting: obj.GetDeletionTimestamp() != nil,
-		marked:   marked,
-		ours:     ours,
-		created:  obj.GetCreationTimestamp().Time,
+		machineSet: machineSet,
+		name:       obj.GetName(),
+		uid:        string(obj.GetUID()),
+		attempt:    obj.GetLabels()[nodegroups.LabelAttempt],
+		nodeName:   nodeName,
+		nodeUID:    nodeUID,
+		deleting:   obj.GetDeletionTimestamp() != nil,
+		marked:     marked,
+		ours:       ours,
+		created:    obj.GetCreationTimestamp().Time,
 	}
 }
 
@@ -216,6 +226,26 @@ func (g *Group) load(ctx context.Context) (*view, error) {
 	g.machineNodes = nodes
 	g.machinesMu.Unlock()
 	return v, nil
+}
+
+// machineSets names the MachineSets of the group's MachineDeployment (the
+// label LabelDeploymentName). Without the MachineSet resource (a test
+// control plane that has only MachineDeployments and Machines) there are
+// none.
+func (g *Group) machineSets(ctx context.Context) ([]string, error) {
+	list, err := g.dyn.Resource(MachineSetResource).Namespace(g.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelDeploymentName + "=" + g.cfg.MachineDeployment})
+	if apierrors.IsNotFound(err) {
+		return []string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing the MachineSets of MachineDeployment %s/%s: %w", g.cfg.Namespace, g.cfg.MachineDeployment, err)
+	}
+	names := make([]string, 0, len(list.Items))
+	for i := range list.Items {
+		names = append(names, list.Items[i].GetName())
+	}
+	sort.Strings(names)
+	return names, nil
 }
 
 // knownMachineNode is the node of a machine of the group as last listed.

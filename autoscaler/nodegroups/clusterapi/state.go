@@ -40,6 +40,22 @@ type pendingAttempt struct {
 	Labelled int `json:"labelled,omitempty"`
 	// Before are the machines without an attempt when this one began.
 	Before []string `json:"before,omitempty"`
+	// MachineSets are the MachineDeployment's MachineSets when this
+	// attempt began. A machine of another MachineSet (a rollout's, made
+	// since) is never the attempt's. Absent (nil) in the state of a
+	// provider before issue 14: such an attempt takes a machine of any
+	// MachineSet, as it did.
+	MachineSets []string `json:"machineSets"`
+}
+
+// admits reports whether machine m can be one of the attempt's: created
+// after it began (not in Before), by a MachineSet that existed then (or by
+// none: machines made directly, as test controllers do).
+func (p *pendingAttempt) admits(m *machine) bool {
+	if slices.Contains(p.Before, m.name) {
+		return false
+	}
+	return p.MachineSets == nil || m.machineSet == "" || slices.Contains(p.MachineSets, m.machineSet)
 }
 
 type finishedAttempt struct {

@@ -74,7 +74,9 @@ func (g *Group) reconcile(ctx context.Context, v *view) error {
 	}
 
 	// Attempts: hand machines without an attempt to the oldest pending
-	// attempt that lacks machines and did not see them before.
+	// attempt that lacks machines, did not see them before and knew their
+	// MachineSet (admits): the machines of a rollout's new MachineSet
+	// replace others, they are not the attempt's.
 	counts := map[string]int{}
 	for _, m := range v.machines {
 		if m.attempt != "" {
@@ -89,7 +91,7 @@ func (g *Group) reconcile(ctx context.Context, v *view) error {
 			if p.Labelled >= p.Delta {
 				break
 			}
-			if m.attempt != "" || m.deleting || m.marked || st.isDeleting(m.name) || slices.Contains(p.Before, m.name) {
+			if m.attempt != "" || m.deleting || m.marked || st.isDeleting(m.name) || !p.admits(m) {
 				continue
 			}
 			patch := metadataPatch(m.uid, "labels", map[string]any{nodegroups.LabelAttempt: p.ID, nodegroups.LabelNodeGroup: g.cfg.Name})

@@ -1,7 +1,7 @@
 // Package capitest stands in for Cluster API in tests of the Cluster API
 // node-group provider (package clusterapi): MachineController plays the
 // MachineSet controller and an infrastructure provider, CRDs gives a real
-// kube-apiserver minimal MachineDeployment and Machine resources, and
+// kube-apiserver minimal MachineDeployment, MachineSet and Machine resources, and
 // NewFakeDynamicClient is a fake dynamic client that lists them. The
 // provider's unit tests (fake clients) and its integration test (etcd and
 // kube-apiserver from _output/bin) share it.
@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
@@ -24,6 +25,7 @@ import (
 var (
 	machineDeploymentResource = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinedeployments"}
 	machineResource           = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machines"}
+	machineSetResource        = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta1", Resource: "machinesets"}
 )
 
 const (
@@ -52,11 +54,27 @@ func NewMachineDeployment(namespace, name string, replicas int64, annotations ma
 	return md
 }
 
+// NewMachineSet is a MachineSet object of MachineDeployment deployment
+// (labelled cluster.x-k8s.io/deployment-name), for a fake client or to
+// create.
+func NewMachineSet(namespace, name, deployment string) *unstructured.Unstructured {
+	ms := &unstructured.Unstructured{}
+	ms.SetAPIVersion(machineSetResource.GroupVersion().String())
+	ms.SetKind("MachineSet")
+	ms.SetName(name)
+	ms.SetNamespace(namespace)
+	ms.SetUID(types.UID("uid-" + name))
+	ms.SetLabels(map[string]string{labelDeploymentName: deployment})
+	_ = unstructured.SetNestedField(ms.Object, "test", "spec", "clusterName")
+	return ms
+}
+
 // NewFakeDynamicClient is a fake dynamic client holding objects that can
-// list MachineDeployments and Machines.
+// list MachineDeployments, MachineSets and Machines.
 func NewFakeDynamicClient(objects ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		machineDeploymentResource: "MachineDeploymentList",
 		machineResource:           "MachineList",
+		machineSetResource:        "MachineSetList",
 	}, objects...)
 }

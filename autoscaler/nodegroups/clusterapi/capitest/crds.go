@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// CRDs are minimal MachineDeployment and Machine CustomResourceDefinitions
+// CRDs are minimal MachineDeployment, MachineSet and Machine CustomResourceDefinitions
 // (cluster.x-k8s.io/v1beta1), written for tests rather than taken from
 // Cluster API: spec.replicas and status.replicas are typed, everything
 // else is preserved as written. MachineDeployment has the status and scale
@@ -25,6 +25,7 @@ func CRDs() []*apiextensionsv1.CustomResourceDefinition {
 		crd("Machine", machineResource, &apiextensionsv1.CustomResourceSubresources{
 			Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
 		}),
+		crd("MachineSet", machineSetResource, nil),
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // annotationNoNode marks a machine the controller never gives a node.
@@ -39,6 +40,9 @@ type MachineController struct {
 	// noNode counts, per MachineDeployment, the next machines created
 	// that never get a node.
 	noNode map[string]int
+	// machineSet names, per MachineDeployment, the MachineSet that owns
+	// the machines created from now on (none: no owner reference).
+	machineSet map[string]string
 	// clock stamps machines for clients that do not (fakes); it moves a
 	// second per machine, so that machines created in one step have an
 	// order.
@@ -48,7 +52,7 @@ type MachineController struct {
 // NewMachineController is a controller of the MachineDeployments and
 // Machines of namespace, through dyn, and of Nodes, through kube.
 func NewMachineController(dyn dynamic.Interface, kube kubernetes.Interface, namespace string) *MachineController {
-	return &MachineController{dyn: dyn, kube: kube, namespace: namespace, noNode: map[string]int{},
+	return &MachineController{dyn: dyn, kube: kube, namespace: namespace, noNode: map[string]int{}, machineSet: map[string]string{},
 		clock: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 }
 
@@ -58,6 +62,15 @@ func (c *MachineController) SkipNodes(deployment string, n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.noNode[deployment] += n
+}
+
+// CreateFrom makes the machines created for a MachineDeployment from now on
+// controlled by MachineSet name (an owner reference), as after a rollout
+// to a new MachineSet; "" for none (the default).
+func (c *MachineController) CreateFrom(deployment, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.machineSet[deployment] = name
 }
 
 // Run calls Step every interval until ctx ends, reporting errors to logf
@@ -151,6 +164,7 @@ func (c *MachineController) Scale(ctx context.Context, deployment string, replic
 		}
 		c.clock = c.clock.Add(time.Second)
 		created := c.clock
+		machineSet := c.machineSet[deployment]
 		c.mu.Unlock()
 		name := deployment + "-" + utilrand.String(5)
 		m := &unstructured.Unstructured{}
@@ -161,6 +175,10 @@ func (c *MachineController) Scale(ctx context.Context, deployment string, replic
 		m.SetUID(types.UID("uid-" + name))
 		m.SetCreationTimestamp(metav1.NewTime(created))
 		m.SetLabels(map[string]string{labelDeploymentName: deployment})
+		if machineSet != "" {
+			m.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: machineSetResource.GroupVersion().String(), Kind: "MachineSet",
+				Name: machineSet, UID: types.UID("uid-" + machineSet), Controller: ptr.To(true)}})
+		}
 		if noNode {
 			m.SetAnnotations(map[string]string{annotationNoNode: "true"})
 		}
