@@ -66,6 +66,25 @@ func SchedulerNodeView(ctx context.Context, node string) (*frameworkext.NodeView
 	return v, SchedulerGetJSON(ctx, frameworkext.ServicesPrefix+"nodes/"+node, v)
 }
 
+// SchedulerRequestAs sends method path (with body, if not empty) to
+// kube-scheduler's secure port as the identity of a bearer token, and
+// returns the answer's status code. It skips the spec when the cluster's
+// runtime cannot do that.
+func SchedulerRequestAs(ctx context.Context, token, method, path, body string) (int, error) {
+	rt, ok := RequireLocal("it calls kube-scheduler's endpoints").Runtime().(interface {
+		ComponentRequestAs(ctx context.Context, component, token, method, path string, body []byte) (int, []byte, error)
+	})
+	if !ok {
+		ginkgo.Skip("the cluster's runtime cannot call kube-scheduler with another identity")
+	}
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	code, _, err := rt.ComponentRequestAs(ctx, SchedulerComponent, token, method, path, b)
+	return code, err
+}
+
 // SchedulerPut PUTs body to path on kube-scheduler's secure port and
 // returns the answer.
 func SchedulerPut(ctx context.Context, path, body string) (string, error) {

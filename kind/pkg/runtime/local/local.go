@@ -172,15 +172,19 @@ func (r *Runtime) Create(ctx context.Context) error {
 		args = append(args, "--extra-args", "kube-apiserver="+a)
 	}
 	// kwokctl gives kube-scheduler no client CA and no delegated
-	// authorization: every request to its secure port is anonymous, and only
-	// the always-allowed paths (/metrics, health) are served. With the
-	// cluster's CA and kubeconfig, the admin certificate is authenticated and
-	// authorized (by kube-apiserver, as a non-resource URL), so /gantry/v1/...
-	// and /debug/flags/... work as on a real cluster. kwokctl binds every
-	// component to 0.0.0.0; the scheduler is only called on loopback.
+	// authentication or authorization: every request to its secure port is
+	// anonymous, and only the always-allowed paths (/metrics, health) are
+	// served. With the cluster's CA and kubeconfig, client certificates and
+	// bearer tokens (TokenReview) are authenticated and authorized by
+	// kube-apiserver (SubjectAccessReview, as non-resource URLs), so
+	// /gantry/v1/... and /debug/flags/... need the same RBAC as on a real
+	// cluster (the admin has it). kwokctl binds every component to
+	// 0.0.0.0; the scheduler is only called on loopback.
+	kubeconfig := filepath.Join(r.clusterDir(), "kubeconfig.yaml")
 	args = append(args,
 		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
-		"--extra-args", "kube-scheduler=authorization-kubeconfig="+filepath.Join(r.clusterDir(), "kubeconfig.yaml"),
+		"--extra-args", "kube-scheduler=authentication-kubeconfig="+kubeconfig,
+		"--extra-args", "kube-scheduler=authorization-kubeconfig="+kubeconfig,
 		"--extra-args", "kube-scheduler=bind-address=127.0.0.1")
 	config, err := r.writeComponentsConfig()
 	if err != nil {

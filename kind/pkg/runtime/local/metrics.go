@@ -66,6 +66,12 @@ func (r *Runtime) metricsEndpoint(component string) (*endpoint, error) {
 // do sends method path to the component's metrics server, with the
 // cluster's admin certificate when kwokctl scrapes it with one.
 func (r *Runtime) do(ctx context.Context, component, method, path string, body []byte) (int, []byte, error) {
+	return r.doAs(ctx, component, "", method, path, body)
+}
+
+// doAs is do with a bearer token instead of the admin certificate when
+// token is not empty.
+func (r *Runtime) doAs(ctx context.Context, component, token, method, path string, body []byte) (int, []byte, error) {
 	ep, err := r.metricsEndpoint(component)
 	if err != nil {
 		return 0, nil, err
@@ -73,7 +79,7 @@ func (r *Runtime) do(ctx context.Context, component, method, path string, body [
 	// The component serves a certificate of kwokctl's own CA; the
 	// endpoint is on loopback, so it is verified by address.
 	tlsConfig := &tls.Config{InsecureSkipVerify: ep.InsecureSkipVerify} //nolint:gosec
-	if ep.CertPath != "" {
+	if ep.CertPath != "" && token == "" {
 		cert, err := tls.LoadX509KeyPair(ep.CertPath, ep.KeyPath)
 		if err != nil {
 			return 0, nil, err
@@ -90,6 +96,9 @@ func (r *Runtime) do(ctx context.Context, component, method, path string, body [
 	req, err := http.NewRequestWithContext(ctx, method, url, reader)
 	if err != nil {
 		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -118,6 +127,15 @@ func (r *Runtime) Metrics(ctx context.Context, component string) (string, error)
 		return "", fmt.Errorf("scraping %s metrics at %s%s: %d %s", component, ep.Host, ep.Path, code, http.StatusText(code))
 	}
 	return string(body), nil
+}
+
+// ComponentRequestAs is ComponentRequest as the identity of a bearer token
+// (e.g. a ServiceAccount's), for tests of what the component lets others do.
+func (r *Runtime) ComponentRequestAs(ctx context.Context, component, token, method, path string, body []byte) (int, []byte, error) {
+	if token == "" {
+		return 0, nil, fmt.Errorf("ComponentRequestAs %s %s: no token", method, path)
+	}
+	return r.doAs(ctx, component, token, method, path, body)
 }
 
 // ComponentRequest implements cluster.ComponentClient: any path of the
