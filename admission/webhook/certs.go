@@ -2,47 +2,52 @@ package webhook
 
 import (
 	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
-	"os"
-	"path/filepath"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/klog/v2"
 )
 
-// File names in the certificate directory.
+// Keys of the certificate Secret (the kubernetes.io/tls layout plus the CA
+// bundle), and file names in a certificate directory.
 const (
 	CertFile = "tls.crt"
 	KeyFile  = "tls.key"
 	CAFile   = "ca.crt"
 )
 
-// BootstrapCertificates writes a self-signed CA and a serving certificate for
-// hosts (DNS names or IPs) into dir, and returns the CA bundle (PEM). The CA
-// key is never written: nothing else can be signed with it.
-func BootstrapCertificates(dir string, hosts []string, validity time.Duration) ([]byte, error) {
+// maxBundleCAs bounds the CA bundle: the current CA and the one before it,
+// so that replicas still serving the previous certificate stay trusted
+// while they pick up a rotated one.
+const maxBundleCAs = 2
+
+// keyPair is a serving certificate with its key and the CA bundle that
+// verifies it, all PEM.
+type keyPair struct {
+	CertPEM, KeyPEM, CABundle []byte
+}
+
+// generateKeyPair makes a self-signed CA and a serving certificate for hosts
+// (DNS names or IPs), both valid from now for validity. The CA key is
+// dropped: nothing else can ever be signed with it, so rotating means a new
+// CA. previousCA, when still valid at now, is kept after the new CA in the
+// bundle (see maxBundleCAs).
+func generateKeyPair(hosts []string, validity time.Duration, now time.Time, previousCA []byte) (*keyPair, error) {
 	if len(hosts) == 0 {
-		return nil, fmt.Errorf("self-signed bootstrap needs at least one host name or IP (--tls-san)")
+		return nil, errors.New("a self-signed certificate needs at least one host name or IP (--tls-san)")
 	}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
 	caTmpl := &x509.Certificate{
 		SerialNumber: serial(), Subject: pkix.Name{CommonName: "gantry-webhook-ca"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
@@ -80,20 +85,15 @@ func BootstrapCertificates(dir string, hosts []string, validity time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
+	bundle := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	if prev := firstCertificate(previousCA); prev != nil && now.Before(prev.NotAfter) && !bytes.Equal(prev.Raw, caDER) {
+		bundle = append(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: prev.Raw})...)
 	}
-	for name, data := range map[string][]byte{
-		CertFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
-		CAFile:   caPEM,
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return nil, err
-		}
-	}
-	return caPEM, nil
+	return &keyPair{
+		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		CABundle: bundle,
+	}, nil
 }
 
 func serial() *big.Int {
@@ -101,64 +101,86 @@ func serial() *big.Int {
 	return n
 }
 
-// InjectCABundle writes caBundle into every webhook of the named mutating
-// and validating webhook configurations ("" skips one), waiting for them to
-// exist: they may be applied after the webhook starts.
-func InjectCABundle(ctx context.Context, client kubernetes.Interface, mutating, validating string, caBundle []byte) error {
-	logger := klog.FromContext(ctx)
-	admissionregistration := client.AdmissionregistrationV1()
-	targets := []struct {
-		kind, name string
-		inject     func(context.Context) error
-	}{
-		{"MutatingWebhookConfiguration", mutating, func(ctx context.Context) error {
-			c, err := admissionregistration.MutatingWebhookConfigurations().Get(ctx, mutating, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if setCABundles(len(c.Webhooks), func(i int) *[]byte { return &c.Webhooks[i].ClientConfig.CABundle }, caBundle) {
-				_, err = admissionregistration.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
-			}
-			return err
-		}},
-		{"ValidatingWebhookConfiguration", validating, func(ctx context.Context) error {
-			c, err := admissionregistration.ValidatingWebhookConfigurations().Get(ctx, validating, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if setCABundles(len(c.Webhooks), func(i int) *[]byte { return &c.Webhooks[i].ClientConfig.CABundle }, caBundle) {
-				_, err = admissionregistration.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
-			}
-			return err
-		}},
+// firstCertificate is the first certificate of a PEM bundle, or nil.
+func firstCertificate(bundle []byte) *x509.Certificate {
+	certs := parseCertificates(bundle, 1)
+	if len(certs) == 0 {
+		return nil
 	}
-	return wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
-		done := true
-		for _, t := range targets {
-			if t.name == "" {
-				continue
-			}
-			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return t.inject(ctx) }); err != nil {
-				done = false
-				if apierrors.IsNotFound(err) {
-					logger.V(1).Info("Waiting for the webhook configuration to inject the CA bundle", "kind", t.kind, "name", t.name)
-				} else {
-					logger.Error(err, "Injecting the CA bundle", "kind", t.kind, "name", t.name)
-				}
-			}
-		}
-		return done, nil
-	})
+	return certs[0]
 }
 
-// setCABundles sets the n bundles bundle(i) to ca, reporting whether any
-// changed.
-func setCABundles(n int, bundle func(int) *[]byte, ca []byte) bool {
-	changed := false
-	for i := range n {
-		if b := bundle(i); !bytes.Equal(*b, ca) {
-			*b, changed = ca, true
+// parseCertificates parses at most limit certificates of a PEM bundle,
+// skipping anything else.
+func parseCertificates(bundle []byte, limit int) []*x509.Certificate {
+	var certs []*x509.Certificate
+	for len(certs) < limit {
+		var block *pem.Block
+		block, bundle = pem.Decode(bundle)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			certs = append(certs, c)
 		}
 	}
-	return changed
+	return certs
+}
+
+// servingCert is a parsed keyPair.
+type servingCert struct {
+	pair *keyPair
+	cert *tls.Certificate
+	leaf *x509.Certificate
+}
+
+// parseKeyPair checks that p is usable as the serving certificate for hosts
+// at now: it parses, its key matches, the bundle verifies it, it names every
+// host, and it is not within renewBefore of its expiry. An error says why it
+// must be replaced.
+func parseKeyPair(p *keyPair, hosts []string, now time.Time, renewBefore time.Duration) (*servingCert, error) {
+	cert, err := tls.X509KeyPair(p.CertPEM, p.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("the key pair does not parse: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("the certificate does not parse: %w", err)
+	}
+	cert.Leaf = leaf
+	if err := verifiedBy(leaf, p.CABundle, now); err != nil {
+		return nil, err
+	}
+	for _, h := range hosts {
+		if err := leaf.VerifyHostname(h); err != nil {
+			return nil, fmt.Errorf("the certificate is not valid for %s (--tls-san)", h)
+		}
+	}
+	if now.Before(leaf.NotBefore) {
+		return nil, fmt.Errorf("the certificate is not valid before %s", leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
+	if !now.Add(renewBefore).Before(leaf.NotAfter) {
+		return nil, fmt.Errorf("the certificate expires at %s, within %s", leaf.NotAfter.UTC().Format(time.RFC3339), renewBefore)
+	}
+	return &servingCert{pair: p, cert: &cert, leaf: leaf}, nil
+}
+
+// verifiedBy checks that bundle (PEM) holds a CA that verifies leaf as a
+// serving certificate at now.
+func verifiedBy(leaf *x509.Certificate, bundle []byte, now time.Time) error {
+	cas := parseCertificates(bundle, maxBundleCAs+1)
+	if len(cas) == 0 {
+		return errors.New("the CA bundle is empty")
+	}
+	roots := x509.NewCertPool()
+	for _, ca := range cas {
+		roots.AddCert(ca)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return fmt.Errorf("the CA bundle does not verify the certificate: %w", err)
+	}
+	return nil
 }

@@ -2,13 +2,15 @@ package webhook
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -20,15 +22,27 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	"github.com/gantry-dev/gantry/admission/metrics"
 )
 
+// Reconcile intervals: events (the Secret or a configuration changed)
+// trigger at once; these catch expiry, which comes without one.
+const (
+	certCheckInterval     = 10 * time.Minute
+	caBundleCheckInterval = time.Minute
+)
+
 // Run serves the webhooks until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	logger := klog.FromContext(ctx)
+	if err := o.Validate(); err != nil {
+		return err
+	}
 	metrics.Register()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -38,8 +52,33 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureCertificates(ctx, client, o); err != nil {
-		return err
+
+	injector := &CAInjector{Client: client, Mutating: o.MutatingWebhookConfiguration, Validating: o.ValidatingWebhookConfiguration}
+	var certs certificateSource
+	var rotator *CertRotator
+	if o.CertSecret != "" {
+		ns, name, _ := strings.Cut(o.CertSecret, "/")
+		rotator = &CertRotator{
+			Client: client, Namespace: ns, Name: name, Hosts: o.TLSSANs,
+			Validity: o.CertValidity, RenewBefore: o.CertValidity / 3, OnChange: injector.Poke,
+		}
+		injector.Inject, injector.Bundle = true, rotator.caBundle
+		certs = rotator
+		go rotator.Run(ctx, certCheckInterval)
+	} else {
+		watcher, err := certwatcher.New(filepath.Join(o.CertDir, CertFile), filepath.Join(o.CertDir, KeyFile))
+		if err != nil {
+			return fmt.Errorf("reading the serving certificate from --cert-dir=%s (or give --cert-secret): %w", o.CertDir, err)
+		}
+		go func() {
+			if err := watcher.Start(ctx); err != nil {
+				logger.Error(err, "Watching the serving certificate", "dir", o.CertDir)
+			}
+		}()
+		certs = watcher
+	}
+	if injector.Mutating != "" || injector.Validating != "" {
+		go injector.Run(ctx, caBundleCheckInterval)
 	}
 
 	source := metadatapolicy.NewSource(dyn, client.Discovery())
@@ -58,56 +97,134 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	go source.RunStatus(ctx, namespaces.Cached)
 	factory.Start(ctx.Done())
 
-	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, CertDir: o.CertDir, CertName: CertFile, KeyName: KeyFile})
+	tlsOpts := func(c *tls.Config) {
+		c.GetCertificate = certs.GetCertificate
+		c.MinVersion = tls.VersionTLS12
+		if !o.EnableHTTP2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}
+	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, TLSOpts: []func(*tls.Config){tlsOpts}})
 	server.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}})
 	server.Register(ValidatePolicyPath, &webhook.Admission{Handler: PolicyValidator{}})
 
 	if o.MetricsAddress != "" {
-		go serveMetrics(ctx, logger, o.MetricsAddress, source)
+		handler, err := authorizedMetrics(cfg, logger)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: &tls.Config{}}
+		tlsOpts(srv.TLSConfig)
+		if o.EnableHTTP2 {
+			srv.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+		}
+		ln, err := net.Listen("tcp", o.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		go serve(ctx, logger, "metrics", srv, tls.NewListener(ln, srv.TLSConfig))
 	}
-	logger.Info("Serving Gantry admission webhooks", "port", o.Port, "paths", []string{MutatePath, ValidatePolicyPath})
+	if o.HealthProbeAddress != "" {
+		r := &readiness{source: source, certs: certs, rotator: rotator, injector: injector}
+		ln, err := net.Listen("tcp", o.HealthProbeAddress)
+		if err != nil {
+			return fmt.Errorf("health probes: %w", err)
+		}
+		go serve(ctx, logger, "health probes", &http.Server{Handler: r.mux(), ReadHeaderTimeout: 10 * time.Second}, ln)
+	}
+	logger.Info("Serving Gantry admission webhooks", "port", o.Port, "paths", []string{MutatePath, ValidatePolicyPath},
+		"metrics", o.MetricsAddress, "healthProbes", o.HealthProbeAddress)
 	return server.Start(ctx)
 }
 
-// ensureCertificates uses the certificate in CertDir, or writes a
-// self-signed one and injects its CA.
-func ensureCertificates(ctx context.Context, client kubernetes.Interface, o Options) error {
-	if _, err := os.Stat(filepath.Join(o.CertDir, CertFile)); err == nil {
-		return nil
-	}
-	ca, err := BootstrapCertificates(o.CertDir, o.TLSSANs, 365*24*time.Hour)
-	if err != nil {
-		return fmt.Errorf("writing a self-signed certificate into %s: %w", o.CertDir, err)
-	}
-	klog.FromContext(ctx).Info("Wrote a self-signed serving certificate", "dir", o.CertDir, "hosts", o.TLSSANs)
-	if o.MutatingWebhookConfiguration != "" || o.ValidatingWebhookConfiguration != "" {
-		go func() {
-			if err := InjectCABundle(ctx, client, o.MutatingWebhookConfiguration, o.ValidatingWebhookConfiguration, ca); err != nil && !errors.Is(err, context.Canceled) {
-				klog.FromContext(ctx).Error(err, "Injecting the CA bundle")
-			}
-		}()
-	}
-	return nil
+// certificateSource serves the current serving certificate.
+type certificateSource interface {
+	GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error)
 }
 
-func serveMetrics(ctx context.Context, logger klog.Logger, addr string, source *metadatapolicy.Source) {
+// caBundle is the CA bundle of the served certificate.
+func (r *CertRotator) caBundle() ([]byte, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.current == nil {
+		return nil, errNoCertificate
+	}
+	return r.current.pair.CABundle, nil
+}
+
+// authorizedMetrics serves the legacy registry's metrics to clients that
+// authenticate with a bearer token (TokenReview) and may GET /metrics
+// (SubjectAccessReview): 401 without a valid token, 403 without the right.
+func authorizedMetrics(cfg *rest.Config, logger klog.Logger) (http.Handler, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	filter, err := filters.WithAuthenticationAndAuthorization(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("metrics authentication and authorization: %w", err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
+	return filter(logger.WithName("metrics"), mux)
+}
+
+// readiness is ready when the policies are loaded, a serving certificate is
+// there, and every webhook of the named configurations has a CA bundle that
+// verifies it: only then can the API server call this replica.
+type readiness struct {
+	source   *metadatapolicy.Source
+	certs    certificateSource
+	rotator  *CertRotator // nil with --cert-dir
+	injector *CAInjector
+}
+
+func (r *readiness) check() error {
+	if !r.source.Ready() {
+		return errors.New("policies are still being loaded")
+	}
+	if r.rotator != nil {
+		if err := r.rotator.Err(); err != nil {
+			return err
+		}
+	}
+	cert, err := r.certs.GetCertificate(nil)
+	if err != nil {
+		return err
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return err
+		}
+	}
+	if r.injector.Mutating == "" && r.injector.Validating == "" {
+		return nil
+	}
+	return r.injector.Trusts(leaf, time.Now())
+}
+
+func (r *readiness) mux() *http.ServeMux {
+	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !source.Ready() {
-			http.Error(w, "policies are still being loaded", http.StatusServiceUnavailable)
+		if err := r.check(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return mux
+}
+
+// serve runs srv on ln until ctx ends.
+func serve(ctx context.Context, logger klog.Logger, what string, srv *http.Server, ln net.Listener) {
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		logger.Error(err, "Serving metrics", "address", addr)
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error(err, "Serving", "what", what, "address", ln.Addr().String())
 	}
 }
 

@@ -2,15 +2,10 @@ package webhook
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	v1 "k8s.io/api/core/v1"
@@ -125,39 +120,5 @@ func TestPolicyValidatorRejectsClusterScopedTargets(t *testing.T) {
 			!strings.Contains(resp.Result.Message, "spec.targets.resources[0]") {
 			t.Errorf("%s: response = allowed %v, %+v", resource, resp.Allowed, resp.Result)
 		}
-	}
-}
-
-func TestBootstrapCertificates(t *testing.T) {
-	dir := t.TempDir()
-	caPEM, err := BootstrapCertificates(dir, []string{"gantry-webhook.gantry-system.svc", "127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		t.Fatal("CA bundle does not parse")
-	}
-	for _, host := range []string{"gantry-webhook.gantry-system.svc", "127.0.0.1"} {
-		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
-			t.Errorf("certificate not valid for %s: %v", host, err)
-		}
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "elsewhere.example", Roots: roots}); err == nil {
-		t.Error("certificate valid for a host it was not issued for")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "ca.key")); err == nil {
-		t.Error("the CA key was written")
-	}
-	if _, err := BootstrapCertificates(t.TempDir(), nil, time.Hour); err == nil {
-		t.Error("no hosts: want an error")
 	}
 }
