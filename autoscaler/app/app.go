@@ -6,6 +6,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -27,6 +28,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -99,7 +101,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// A provisioner that stops gracefully hands over at once.
 		LeaderElectionReleaseOnCancel: true,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddress},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.HealthAddress,
 		Controller:                    ctrlconfig.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
@@ -142,7 +144,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
-		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval}); err != nil {
+		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
 			return nil, err
 		}
 	}
@@ -158,6 +160,21 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// metricsOptions serve /metrics over HTTPS (a self-signed certificate
+// unless o.MetricsCertDir holds tls.crt and tls.key) to callers whose token
+// the API server authenticates and who may get the non-resource URL
+// /metrics (the ClusterRole gantry-provisioner-metrics-reader), over HTTP/1.1
+// only (HTTP/2's rapid-reset attacks need no authentication).
+func metricsOptions(o Options) metricsserver.Options {
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddress,
+		SecureServing:  true,
+		CertDir:        o.MetricsCertDir,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		TLSOpts:        []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
 }
 
 // newProvider builds the configured node-group provider (nil for none).

@@ -18,8 +18,13 @@ type Options struct {
 	// LeaderElect, in LeaderElectionNamespace, with this identity prefix.
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	MetricsAddress          string
-	HealthAddress           string
+	// MetricsAddress serves /metrics over HTTPS, with authentication and
+	// authorization; MetricsCertDir holds its certificate (tls.crt,
+	// tls.key; "": self-signed). HealthAddress serves /healthz and /readyz
+	// over HTTP, for the kubelet.
+	MetricsAddress string
+	MetricsCertDir string
+	HealthAddress  string
 	// PlacementTimeout: see provisioning.Reconciler.
 	PlacementTimeout time.Duration
 	// QPS and Burst of the client, when the rest config sets none.
@@ -35,6 +40,8 @@ type Options struct {
 	// ScaleDownInterval is how often nodes are looked at.
 	ScaleDownUnneededTime time.Duration
 	ScaleDownInterval     time.Duration
+	// ScaleDownTaintGrace: see provisioning.ScaleDown.TaintGrace.
+	ScaleDownTaintGrace time.Duration
 	// MaxPodsPerRequest: see provisioning.Reconciler.
 	MaxPodsPerRequest int
 	// SkipNameValidation lets one process build the manager more than once
@@ -48,13 +55,14 @@ func NewOptions() *Options {
 		SchedulerName:           "default-scheduler",
 		LeaderElect:             true,
 		LeaderElectionNamespace: "kube-system",
-		MetricsAddress:          ":8082",
+		MetricsAddress:          ":8443",
 		HealthAddress:           ":8083",
 		QPS:                     100,
 		Burst:                   200,
 		PlacementTimeout:        30 * time.Second,
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
+		ScaleDownTaintGrace:     provisioning.DefaultTaintGrace,
 		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
 	}
 }
@@ -66,7 +74,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SchedulerName, "scheduler-name", o.SchedulerName, "the profile of --scheduler-config to simulate")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "run as one of several replicas, one of them active")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the leader election lease")
-	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics (\"0\" off)")
+	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics, served over HTTPS to callers allowed to get the non-resource URL /metrics (the ClusterRole gantry-provisioner-metrics-reader) (\"0\" off)")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "directory of the metrics server's tls.crt and tls.key, reloaded when they change (default: a self-signed certificate)")
 	fs.StringVar(&o.HealthAddress, "health-probe-bind-address", o.HealthAddress, "address of /healthz and /readyz (\"0\" off)")
 	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to kube-apiserver (bookings are one create per pod)")
 	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to kube-apiserver")
@@ -75,5 +84,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NodeGroupConfig, "node-group-config", o.NodeGroupConfig, "the node-group provider's configuration file")
 	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
 	fs.DurationVar(&o.ScaleDownInterval, "scale-down-interval", o.ScaleDownInterval, "how often scale-down looks at the nodes")
+	fs.DurationVar(&o.ScaleDownTaintGrace, "scale-down-taint-grace", o.ScaleDownTaintGrace, "how long scale-down waits between tainting nodes and looking at them again (pods, nominations, bookings) before deleting them: bindings the scheduler decided before it saw the taint commit meanwhile")
 	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
 }

@@ -14,13 +14,14 @@ func TestOptionsDefaults(t *testing.T) {
 		SchedulerName:           "default-scheduler",
 		LeaderElect:             true,
 		LeaderElectionNamespace: "kube-system",
-		MetricsAddress:          ":8082",
+		MetricsAddress:          ":8443",
 		HealthAddress:           ":8083",
 		QPS:                     100,
 		Burst:                   200,
 		PlacementTimeout:        30 * time.Second,
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
+		ScaleDownTaintGrace:     5 * time.Second,
 		MaxPodsPerRequest:       5000,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
@@ -38,6 +39,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--leader-elect=false",
 		"--leader-election-namespace=gantry-system",
 		"--metrics-bind-address=0",
+		"--metrics-cert-dir=/etc/certs",
 		"--health-probe-bind-address=:9000",
 		"--kube-api-qps=5.5",
 		"--kube-api-burst=7",
@@ -46,6 +48,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--node-group-config=/etc/groups.yaml",
 		"--scale-down-unneeded-time=0s",
 		"--scale-down-interval=3s",
+		"--scale-down-taint-grace=1s",
 		"--max-pods-per-request=100",
 	)
 	want := &Options{
@@ -54,6 +57,7 @@ func TestOptionsFlags(t *testing.T) {
 		LeaderElect:             false,
 		LeaderElectionNamespace: "gantry-system",
 		MetricsAddress:          "0",
+		MetricsCertDir:          "/etc/certs",
 		HealthAddress:           ":9000",
 		QPS:                     5.5,
 		Burst:                   7,
@@ -62,6 +66,7 @@ func TestOptionsFlags(t *testing.T) {
 		NodeGroupConfig:         "/etc/groups.yaml",
 		ScaleDownUnneededTime:   0,
 		ScaleDownInterval:       3 * time.Second,
+		ScaleDownTaintGrace:     time.Second,
 		MaxPodsPerRequest:       100,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -55,9 +58,11 @@ func setup(t *testing.T) *env {
 
 const serviceAccountNamespace = "gantry-system"
 
-// asProvisioner installs autoscaler/config/rbac.yaml and returns a client
-// config that impersonates its ServiceAccount: the provisioner runs with
-// exactly the permissions it ships with.
+// asProvisioner installs the RBAC objects of autoscaler/config with the
+// kwok node-group provider (overlays/kwok, rendered as kubectl apply -k
+// would) and returns a client config that impersonates its
+// ServiceAccount: the provisioner runs with exactly the permissions it
+// ships with.
 func (e *env) asProvisioner() *rest.Config {
 	e.t.Helper()
 	ctx := context.Background()
@@ -65,14 +70,19 @@ func (e *env) asProvisioner() *rest.Config {
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(framework.Root(e.t), "autoscaler", "config", "rbac.yaml"))
+	dir := filepath.Join(framework.Root(e.t), "autoscaler", "config", "overlays", "kwok")
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		e.t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	data, err := res.AsYaml()
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
 		if err != nil {
-			e.t.Fatalf("rbac.yaml: %v", err)
+			e.t.Fatalf("%s: %v", dir, err)
 		}
 		switch o := obj.(type) {
 		case *v1.ServiceAccount:
@@ -85,8 +95,10 @@ func (e *env) asProvisioner() *rest.Config {
 			_, err = e.Client.RbacV1().Roles(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = e.Client.RbacV1().RoleBindings(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
+		case *v1.Namespace, *appsv1.Deployment:
+			// Not RBAC: the test runs the provisioner in-process.
 		default:
-			e.t.Fatalf("rbac.yaml holds a %T", obj)
+			e.t.Fatalf("%s renders a %T", dir, obj)
 		}
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			e.t.Fatal(err)
