@@ -162,12 +162,12 @@ func (i *CAInjector) Run(ctx context.Context, interval time.Duration) {
 		i.mu.Unlock()
 		go informer.RunWithContext(ctx)
 	}
-	start(kindMutating, i.Mutating, namedListWatch(i.Mutating, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	start(kindMutating, i.Mutating, namedListWatch(i.Client, i.Mutating, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return c.MutatingWebhookConfigurations().List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return c.MutatingWebhookConfigurations().Watch(ctx, o)
 	}), &admissionregistrationv1.MutatingWebhookConfiguration{})
-	start(kindValidating, i.Validating, namedListWatch(i.Validating, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	start(kindValidating, i.Validating, namedListWatch(i.Client, i.Validating, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return c.ValidatingWebhookConfigurations().List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return c.ValidatingWebhookConfigurations().Watch(ctx, o)
@@ -221,10 +221,11 @@ func (i *CAInjector) Trusts(leaf *x509.Certificate, now time.Time) error {
 	)
 }
 
-// namedListWatch lists and watches the one object called name.
-func namedListWatch(name string, list cache.ListWithContextFunc, watchFunc cache.WatchFuncWithContext) *cache.ListWatch {
+// namedListWatch lists and watches the one object called name through
+// client.
+func namedListWatch(client kubernetes.Interface, name string, list cache.ListWithContextFunc, watchFunc cache.WatchFuncWithContext) cache.ListerWatcher {
 	selector := fields.OneTermEqualSelector(metav1.ObjectNameField, name).String()
-	return &cache.ListWatch{
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
 			return list(ctx, o)
@@ -233,7 +234,7 @@ func namedListWatch(name string, list cache.ListWithContextFunc, watchFunc cache
 			o.FieldSelector = selector
 			return watchFunc(ctx, o)
 		},
-	}
+	}, client)
 }
 
 func pokeOnAnyEvent(poke func()) cache.ResourceEventHandlerFuncs {

@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 var (
@@ -383,4 +385,42 @@ func generatePEM(c *x509.Certificate) ([]byte, error) {
 
 func apierrorsConflict() error {
 	return apierrors.NewConflict(v1.Resource("secrets"), testSecret, errors.New("the object has been modified"))
+}
+
+// TestCAInjectorRunRestoresWipedBundle: a running injector notices a wiped
+// bundle through its watch (no Reconcile call, no timer: the interval is an
+// hour) and writes it back, and readiness follows.
+func TestCAInjectorRunRestoresWipedBundle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pair := mustKeyPair(t, testHosts, testValidity, time.Now(), nil)
+	served, err := parseKeyPair(pair, testHosts, time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, v := testConfigs(nil)
+	client := fake.NewClientset(m, v)
+	i := &CAInjector{Client: client, Mutating: "gantry-webhook", Validating: "gantry-webhook", Inject: true,
+		Bundle: func() ([]byte, error) { return pair.CABundle, nil }}
+	go i.Run(ctx, time.Hour)
+	trusted := func(ctx context.Context) (bool, error) { return i.Trusts(served.leaf, time.Now()) == nil, nil }
+	if err := util.Poll(ctx, util.Timeout, "the bundle injected and seen", trusted); err != nil {
+		t.Fatal(err)
+	}
+	wiped, _ := testConfigs(nil)
+	if err := client.Tracker().Update(admissionregistrationv1.SchemeGroupVersion.WithResource("mutatingwebhookconfigurations"), wiped, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The tracker holds the wiped bundle now: a read shows the injector's
+	// write only once it happened.
+	restored := func(ctx context.Context) (bool, error) {
+		got, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "gantry-webhook", metav1.GetOptions{})
+		return err == nil && bytes.Equal(got.Webhooks[0].ClientConfig.CABundle, pair.CABundle), err
+	}
+	if err := util.Poll(ctx, util.Timeout, "the wiped bundle written back", restored); err != nil {
+		t.Fatal(err)
+	}
+	if err := util.Poll(ctx, util.Timeout, "readiness after the restore", trusted); err != nil {
+		t.Fatal(err)
+	}
 }

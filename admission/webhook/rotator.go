@@ -192,7 +192,7 @@ func (r *CertRotator) Run(ctx context.Context, interval time.Duration) {
 		default:
 		}
 	}
-	informer := cache.NewSharedIndexInformer(namedListWatch(r.Name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	informer := cache.NewSharedIndexInformer(namedListWatch(r.Client, r.Name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return r.Client.CoreV1().Secrets(r.Namespace).List(ctx, o)
 	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return r.Client.CoreV1().Secrets(r.Namespace).Watch(ctx, o)
