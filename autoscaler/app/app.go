@@ -11,10 +11,16 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync/atomic"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -140,8 +146,23 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(informersRunnable{factory, synced}); err != nil {
 		return nil, err
 	}
-	if err := r.SetupWithManager(mgr); err != nil {
+	crds := crdWaiter{discovery: client.Discovery(), setup: func() error { return r.SetupWithManager(mgr) }, interval: crdInterval}
+	missing, err := crds.missing()
+	if err != nil {
 		return nil, err
+	}
+	if len(missing) == 0 {
+		if err := r.SetupWithManager(mgr); err != nil {
+			return nil, err
+		}
+	} else {
+		// Scale-down and the rest go on; ProvisioningRequests are served
+		// once the CRDs are there.
+		logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
+		crds.waiting = missing
+		if err := mgr.Add(&crds); err != nil {
+			return nil, err
+		}
 	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
 		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
@@ -161,6 +182,80 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	return mgr, nil
 }
+
+// requiredCRDs are the resources the ProvisioningRequest controller reads
+// and writes, by group version.
+var requiredCRDs = []schema.GroupVersionResource{
+	provv1.SchemeGroupVersion.WithResource("provisioningrequests"),
+	schedv1alpha1.SchemeGroupVersion.WithResource("reservations"),
+	autoscalingv1alpha1.SchemeGroupVersion.WithResource("provisioningclasses"),
+}
+
+// crdInterval is how often a provisioner missing CRDs looks for them.
+var crdInterval = 10 * time.Second
+
+// crdWaiter sets the ProvisioningRequest controller up once the CRDs it
+// needs are served. Without them its cache would never sync, and the
+// manager would stop, taking scale-down with it, in a crash loop.
+type crdWaiter struct {
+	discovery discovery.DiscoveryInterface
+	setup     func() error
+	interval  time.Duration
+	// waiting are the CRDs last found missing.
+	waiting []string
+}
+
+// missing names the required resources the API server does not serve.
+func (c *crdWaiter) missing() ([]string, error) {
+	var out []string
+	for _, gvr := range requiredCRDs {
+		list, err := c.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		if apierrors.IsNotFound(err) {
+			out = append(out, gvr.GroupResource().String())
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("discovering %s: %w", gvr.GroupVersion(), err)
+		}
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }) {
+			out = append(out, gvr.GroupResource().String())
+		}
+	}
+	return out, nil
+}
+
+// Start looks for the CRDs every interval and sets the controller up once
+// they are all there.
+func (c *crdWaiter) Start(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		missing, err := c.missing()
+		if err != nil {
+			logger.Error(err, "Looking for the CRDs of ProvisioningRequests")
+			continue
+		}
+		if len(missing) > 0 {
+			if !slices.Equal(missing, c.waiting) {
+				logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
+				c.waiting = missing
+			}
+			continue
+		}
+		logger.Info("CRDs installed: serving ProvisioningRequests")
+		return c.setup()
+	}
+}
+
+// NeedLeaderElection is false: the controller it sets up is leader elected
+// itself.
+func (*crdWaiter) NeedLeaderElection() bool { return false }
 
 // metricsOptions serve /metrics over HTTPS (a self-signed certificate
 // unless o.MetricsCertDir holds tls.crt and tls.key) to callers whose token

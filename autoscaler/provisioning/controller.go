@@ -88,6 +88,8 @@ type Reconciler struct {
 	// gantry_provisioning_bookings_active).
 	activeMu sync.Mutex
 	active   map[types.UID]int
+	// noRequestIndex: the Reservations in the cache have no IndexRequest.
+	noRequestIndex bool
 }
 
 // Workers is how many requests the controller reconciles at once; booking
@@ -98,7 +100,10 @@ const Workers = 4
 // bookings, classes and PodTemplates.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest); err != nil {
-		return err
+		// The cache started before (the controller waited for its CRDs):
+		// orphans are then looked for in all the Reservations.
+		mgr.GetLogger().V(1).Info("Reservations not indexed by request", "err", err)
+		r.noRequestIndex = true
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
@@ -282,13 +287,20 @@ func IndexReservationRequest(o client.Object) []string {
 // only once the API server, not the cache, says that its request is gone.
 func (r *Reconciler) collectOrphans(ctx context.Context, key types.NamespacedName, uid types.UID) error {
 	var list schedv1alpha1.ReservationList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexRequest: key.String()}); err != nil {
+	opts := []client.ListOption{client.MatchingFields{IndexRequest: key.String()}}
+	if r.noRequestIndex {
+		opts = []client.ListOption{client.HasLabels{LabelRequestUID}, client.UnsafeDisableDeepCopy}
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
 		return fmt.Errorf("listing the bookings of %s: %w", key, err)
 	}
 	var orphans []schedv1alpha1.Reservation
 	for _, res := range list.Items {
+		if res.Annotations[AnnotationRequest] != key.String() {
+			continue
+		}
 		if owner := types.UID(res.Labels[LabelRequestUID]); owner != "" && owner != uid {
-			orphans = append(orphans, res)
+			orphans = append(orphans, *res.DeepCopy())
 		}
 	}
 	if len(orphans) == 0 {

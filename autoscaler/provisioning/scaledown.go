@@ -11,6 +11,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -392,10 +394,13 @@ func (r *Reconciler) bookedNodes(ctx context.Context, live bool, except types.UI
 	if live && r.APIReader != nil {
 		reader, opts = r.APIReader, nil
 	}
-	if err := reader.List(ctx, &rs, opts...); err != nil {
+	used := map[string]bool{}
+	if err := reader.List(ctx, &rs, opts...); CRDMissing(err) {
+		// No booking exists without the Reservation CRD.
+		return used, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("listing the Reservations: %w", err)
 	}
-	used := map[string]bool{}
 	for i := range rs.Items {
 		res := &rs.Items[i]
 		if except != "" && res.Labels[LabelRequestUID] == string(except) {
@@ -411,4 +416,11 @@ func (r *Reconciler) bookedNodes(ctx context.Context, live bool, except types.UI
 		}
 	}
 	return used, nil
+}
+
+// CRDMissing reports whether err, from a list, says that the resource is
+// not served: its CustomResourceDefinition is not installed, so none of its
+// objects exists (a collection is otherwise never NotFound).
+func CRDMissing(err error) bool {
+	return err != nil && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err))
 }

@@ -174,7 +174,7 @@ func (e *env) withNodeGroups(o *app.Options) {
 		e.t.Fatal(err)
 	}
 	o.NodeGroupProvider, o.NodeGroupConfig = "kwok", path
-	o.ScaleDownUnneededTime, o.ScaleDownInterval = 2*time.Second, 500*time.Millisecond
+	o.ScaleDownUnneededTime, o.ScaleDownInterval, o.ScaleDownTaintGrace = 2*time.Second, 500*time.Millisecond, 500*time.Millisecond
 }
 
 // startKubelet stands in for the kwok controller and the node lifecycle
