@@ -218,7 +218,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // removed.
 func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
 	deleting := !pr.DeletionTimestamp.IsZero()
-	bookings, err := r.bookingsToRelease(ctx, pr, deleting)
+	// A failed attempt's booking (why says why) is released through the API
+	// too: the next attempt creates Reservations of the same names, and
+	// would take one left behind, pinned to the old placement, for its own.
+	// A terminal request's (why "", on every reconcile) is released from
+	// the cache.
+	bookings, err := r.bookingsToRelease(ctx, pr, deleting || why != "")
 	if err != nil {
 		return err
 	}
@@ -252,8 +257,8 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 // bookingsToRelease are the request's Reservations: those the cache shows
 // and those this process is creating or has created that it does not show
 // yet. When final (the finalizer goes next, and with it the last chance to
-// find them), they are listed through the API reader: a booking created a
-// moment ago may not be in the cache yet.
+// find them; or a retry reuses their names), they are listed through the
+// API reader: a booking created a moment ago may not be in the cache yet.
 func (r *Reconciler) bookingsToRelease(ctx context.Context, pr *provv1.ProvisioningRequest, final bool) ([]schedv1alpha1.Reservation, error) {
 	reader := client.Reader(r.Client)
 	if final && r.APIReader != nil {
