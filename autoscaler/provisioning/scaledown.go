@@ -243,7 +243,7 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 			s.mu.Lock()
 			delete(s.unneededSince, name)
 			s.mu.Unlock()
-			errs = append(errs, s.untaint(ctx, name))
+			errs = append(errs, s.untaint(ctx, name), s.markUnneeded(ctx, name, ""))
 			continue
 		}
 		if err := g.DeleteNodes(ctx, []string{name}); err != nil {

@@ -221,6 +221,9 @@ func TestScaleDownRace(t *testing.T) {
 			if hasTaint(&n, TaintToBeDeleted) {
 				t.Error("the kept node is still tainted")
 			}
+			if since, ok := n.Annotations[AnnotationUnneededSince]; ok {
+				t.Errorf("the kept node is still marked unneeded since %s", since)
+			}
 		})
 	}
 }
