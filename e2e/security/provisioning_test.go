@@ -28,6 +28,7 @@ import (
 
 var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(framework.LabelSecurity, framework.LabelProvisioning), ginkgo.Serial, func() {
 	f := framework.NewFramework("security-provisioning")
+	other := framework.NewFramework("security-neighbour")
 	var (
 		tenant *framework.Tenant
 		cpus   int // of all kwok nodes together
@@ -39,7 +40,10 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		for _, n := range framework.KwokNodes(ctx, 2) {
 			cpus += int(n.Status.Allocatable.Cpu().Value())
 		}
-		ginkgo.DeferCleanup(func(ctx context.Context) { f.DeletePods(ctx) })
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			f.DeletePods(ctx)
+			other.DeletePods(ctx)
+		})
 		// Specs book whole nodes: start from a cluster without bookings.
 		framework.ExpectIdle(ctx, framework.KwokNodes(ctx, 2), func(g gomega.Gomega) {
 			list, err := f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
@@ -129,6 +133,32 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 			g.Expect(meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionCapacityRevoked)).To(gomega.BeFalse(), util.DescribeProvisioningRequest(got))
 			g.Expect(bookings(ctx, pr)).To(gomega.HaveLen(len(booked)))
 		}).WithPolling(util.Interval).WithTimeout(10 * time.Second).Should(gomega.Succeed())
+	})
+
+	// Bookings are matched by namespace and request: the consume
+	// annotation names a request of the pod's own namespace only.
+	ginkgo.It("keeps a booking for its namespace: another namespace's pod cannot consume it", func(ctx ginkgo.SpecContext) {
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		ginkgo.By(fmt.Sprintf("booking all %d CPUs of the cluster", cpus))
+		request(ctx, checkCapacity("all", "workers", int32(cpus)))
+		waitCondition(ctx, "all", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+
+		ginkgo.By("creating, as a neighbour tenant, a pod that names the booking")
+		neighbour := framework.NewTenant(ctx, other.Namespace, "neighbour")
+		p := wrappers.MakePod("thief", other.Namespace).Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "all").NoGrace().Obj()
+		_, err := neighbour.Client.CoreV1().Pods(other.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.By("creating the tenant's own consumer")
+		mine := wrappers.MakePod("consumer", f.Namespace).Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "all").NoGrace().Obj()
+		_, err = tenant.Client.CoreV1().Pods(f.Namespace).Create(ctx, mine, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		f.WaitScheduled(ctx, util.LongTimeout, "consumer")
+		other.WaitUnschedulable(ctx, "thief")
+		gomega.Consistently(ctx, func() string {
+			got, err := other.Client.CoreV1().Pods(other.Namespace).Get(ctx, "thief", metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			return got.Spec.NodeName
+		}).WithPolling(util.Interval).WithTimeout(util.ConsistentDuration).Should(gomega.BeEmpty(), "another namespace's pod took the booking")
 	})
 
 	// Finding 9: a PodTemplate's raw spec.priority passes no admission.
