@@ -138,6 +138,26 @@ func specs() {
 		gomega.Expect(apierrors.IsNotFound(err)).To(gomega.BeTrue(), "a rejected pod must not exist")
 	})
 
+	ginkgo.It("rejects a status update that removes a required label, and passes status updates that keep the labels", func(ctx ginkgo.SpecContext) {
+		// Gated: nothing else writes the pod's status meanwhile.
+		created, err := c.createPod(ctx, wrappers.MakePod("owned", f.Namespace).Label("owner", "alice").Gated("example.com/hold").Obj())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		c.create(ctx, c.policy("require-owner").Rule(lacks("owner"), policyv1alpha1.PolicyAction{Reject: true}))
+		pods := f.Client.CoreV1().Pods(f.Namespace)
+
+		created.Status.Conditions = append(created.Status.Conditions, v1.PodCondition{Type: "example.com/Checked", Status: v1.ConditionTrue})
+		updated, err := pods.UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "a status update that keeps the labels")
+
+		delete(updated.Labels, "owner")
+		_, err = pods.UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+		gomega.Expect(apierrors.IsForbidden(err)).To(gomega.BeTrue(), "want 403 Forbidden, got %v", err)
+		gomega.Expect(err.Error()).To(gomega.ContainSubstring("rejected by MetadataPolicy " + f.Namespace + "/require-owner rule 0"))
+		got, err := pods.Get(ctx, "owned", metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(got.Labels).To(gomega.HaveKeyWithValue("owner", "alice"))
+	})
+
 	ginkgo.It("routes BestEffort pods to a second scheduler profile, which schedules them", func(ctx ginkgo.SpecContext) {
 		c.create(ctx, c.policy("route-best-effort").
 			Rule(policyv1alpha1.PolicyPredicate{AnnotationSelector: &metav1.LabelSelector{MatchLabels: map[string]string{qos.Annotation: "BestEffort"}}},
