@@ -29,6 +29,8 @@ type Tenant struct {
 	Namespace, Name string
 	// User is the tenant's user name, as authorization sees it.
 	User string
+	// Token is the tenant's bearer token.
+	Token string
 	// Config, Client and Gantry act as the tenant.
 	Config *rest.Config
 	Client kubernetes.Interface
@@ -54,7 +56,7 @@ func NewTenant(ctx context.Context, ns, name string) *Tenant {
 	}, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "requesting a token for %s/%s", ns, name)
 
-	t := &Tenant{Namespace: ns, Name: name, User: fmt.Sprintf("system:serviceaccount:%s:%s", ns, name)}
+	t := &Tenant{Namespace: ns, Name: name, User: fmt.Sprintf("system:serviceaccount:%s:%s", ns, name), Token: tr.Status.Token}
 	t.Config = TenantConfig(tr.Status.Token)
 	t.Client, err = kubernetes.NewForConfig(t.Config)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
