@@ -23,7 +23,6 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
@@ -109,7 +108,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	server.Register(ValidatePolicyPath, &webhook.Admission{Handler: PolicyValidator{}})
 
 	if o.MetricsAddress != "" {
-		handler, err := authorizedMetrics(cfg, logger)
+		handler, err := authorizedMetrics(client, logger)
 		if err != nil {
 			return err
 		}
@@ -153,20 +152,11 @@ func (r *CertRotator) caBundle() ([]byte, error) {
 }
 
 // authorizedMetrics serves the legacy registry's metrics to clients that
-// authenticate with a bearer token (TokenReview) and may GET /metrics
-// (SubjectAccessReview): 401 without a valid token, 403 without the right.
-func authorizedMetrics(cfg *rest.Config, logger klog.Logger) (http.Handler, error) {
-	httpClient, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, err
-	}
-	filter, err := filters.WithAuthenticationAndAuthorization(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("metrics authentication and authorization: %w", err)
-	}
+// authenticate with a bearer token and may GET /metrics (withDelegatedAuth).
+func authorizedMetrics(client kubernetes.Interface, logger klog.Logger) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", legacyregistry.Handler())
-	return filter(logger.WithName("metrics"), mux)
+	return withDelegatedAuth(client, logger.WithName("metrics"), mux)
 }
 
 // readiness is ready when the policies are loaded, a serving certificate is

@@ -32,7 +32,9 @@ var _ = framework.Describe("gantry-webhook manifests", ginkgo.Label(framework.La
 		out, err := apply.CombinedOutput()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "server-side dry run of the manifests:\n%s", out)
 		for _, kind := range []string{"serviceaccount/gantry-webhook", "clusterrole.rbac.authorization.k8s.io/gantry-webhook",
-			"deployment.apps/gantry-webhook", "service/gantry-webhook",
+			"role.rbac.authorization.k8s.io/gantry-webhook", "rolebinding.rbac.authorization.k8s.io/gantry-webhook",
+			"clusterrole.rbac.authorization.k8s.io/gantry-webhook-metrics-reader",
+			"deployment.apps/gantry-webhook", "service/gantry-webhook", "poddisruptionbudget.policy/gantry-webhook",
 			"mutatingwebhookconfiguration.admissionregistration.k8s.io/gantry-webhook",
 			"validatingwebhookconfiguration.admissionregistration.k8s.io/gantry-webhook"} {
 			gomega.Expect(string(out)).To(gomega.ContainSubstring(kind), "dry run did not report %s", kind)

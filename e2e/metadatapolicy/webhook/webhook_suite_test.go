@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
@@ -23,11 +24,18 @@ import (
 	"github.com/onsi/gomega"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/admission/metadatapolicy"
@@ -44,7 +52,9 @@ func TestWebhook(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry MetadataPolicy suite (webhook)")
 }
 
-// configName names both webhook configurations.
+// configName names both webhook configurations. It is not the shipped
+// name, so that the manifests spec's dry run does not merge into them;
+// shippedIdentity renames them in the shipped RBAC to match.
 const configName = "gantry-webhook-e2e"
 
 // skipWebhookLabel on a namespace keeps its requests from the webhook.
@@ -58,40 +68,38 @@ var (
 	_ = specs.Register("webhook")
 )
 
-// startWebhook runs gantry-webhook from the build output against the suite's
-// cluster and registers it.
+// certSecretNamespace holds the replicas' shared certificate Secret
+// (gantry-system in the shipped Deployment; a namespace of the suite's own
+// here, so that the manifests spec may create and delete gantry-system).
+const certSecretNamespace = "gantry-webhook-e2e"
+
+// certSecretName is the shipped Deployment's certificate Secret.
+const certSecretName = "gantry-webhook-cert"
+
+// replica is one gantry-webhook process.
+type replica struct {
+	port, metricsPort, healthPort int
+	log                           string
+}
+
+var (
+	// replicas run as the shipped Deployment's two, behind proxy, which
+	// stands in for the Service: the configurations' URLs point at it.
+	replicas []*replica
+	proxy    *roundRobinProxy
+)
+
+// startWebhook runs two gantry-webhook processes from the build output
+// against the suite's cluster, configured as the shipped Deployment's
+// replicas (one certificate Secret, CA injection into both
+// configurations), behind a round-robin TCP proxy, and registers the
+// shipped webhook configurations pointing at the proxy.
 func startWebhook(ctx context.Context) error {
 	tc := framework.TestContext
-	port, metricsPort := freePort(), freePort()
 	dir := filepath.Join(tc.Artifacts, "gantry-webhook")
-	certs := filepath.Join(dir, "certs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	_ = os.RemoveAll(certs)
-	log, err := os.Create(filepath.Join(dir, "gantry-webhook.log"))
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(tc.Root, "_output", "bin", "gantry-webhook"),
-		"--kubeconfig="+tc.Kubeconfig, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(port),
-		"--cert-dir="+certs, "--tls-san=127.0.0.1",
-		"--mutating-webhook-configuration="+configName, "--validating-webhook-configuration="+configName,
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort), "--v=2")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting gantry-webhook (run make build): %w", err)
-	}
-	ginkgo.DeferCleanup(func(ctx context.Context) error {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		_ = cmd.Wait()
-		_ = log.Close()
-		if tc.OwnCluster {
-			return nil // the cluster, and the configurations with it, are gone
-		}
-		return deleteConfigs(ctx)
-	})
 
 	// The specs prove the webhook only if the API server's own plugins are
 	// off: a dry-run pod must come back without the QoS annotation.
@@ -104,21 +112,24 @@ func startWebhook(ctx context.Context) error {
 		return fmt.Errorf("kube-apiserver runs Gantry's in-process plugins (a pod got %s=%s): the webhook suite needs them disabled", qos.Annotation, v)
 	}
 
-	// The webhook writes its CA and injects it into the configurations
-	// created below; wait until it serves and has loaded policies.
-	err = util.Poll(ctx, util.LongTimeout, "gantry-webhook ready (see "+log.Name()+")", func(ctx context.Context) (bool, error) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", metricsPort))
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		_, statErr := os.Stat(filepath.Join(certs, webhook.CAFile))
-		return resp.StatusCode == http.StatusOK && statErr == nil, nil
-	})
+	if _, err := tc.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: certSecretNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	// A Secret left by an earlier run against the same cluster is reused
+	// (its certificate is valid for 127.0.0.1) or replaced.
+	for i := range 2 {
+		replicas = append(replicas, &replica{port: freePort(), metricsPort: freePort(), healthPort: freePort(),
+			log: filepath.Join(dir, fmt.Sprintf("gantry-webhook-%d.log", i))})
+	}
+	proxy, err = startProxy(webhook.HostPort("127.0.0.1", replicas[0].port), webhook.HostPort("127.0.0.1", replicas[1].port))
 	if err != nil {
 		return err
 	}
-	mutating, validating, err := shippedConfigs(filepath.Join(tc.Root, "admission", "config", "webhooks.yaml"), webhook.HostPort("127.0.0.1", port))
+	ginkgo.DeferCleanup(proxy.Close)
+
+	// The configurations come first, without a CA bundle: the replicas
+	// inject it, and are ready only once it is there.
+	mutating, validating, err := shippedConfigs(filepath.Join(tc.Root, "admission", "config", "webhooks.yaml"), proxy.Addr())
 	if err != nil {
 		return err
 	}
@@ -128,25 +139,173 @@ func startWebhook(ctx context.Context) error {
 	if _, err := tc.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	// Wait until the CA bundle was injected into both configurations.
-	return util.Poll(ctx, util.LongTimeout, "the webhook's CA injected into both configurations", func(ctx context.Context) (bool, error) {
-		m, err := tc.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
+	ginkgo.DeferCleanup(func(ctx context.Context) error {
+		if tc.OwnCluster {
+			return nil // the cluster, and the configurations with it, are gone
 		}
-		v, err := tc.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		return len(m.Webhooks[0].ClientConfig.CABundle) > 0 && len(v.Webhooks[0].ClientConfig.CABundle) > 0, nil
+		return deleteConfigs(ctx)
 	})
+	kubeconfig, err := shippedIdentity(ctx, filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if err := r.start(kubeconfig); err != nil {
+			return err
+		}
+	}
+	for i, r := range replicas {
+		err := util.Poll(ctx, util.LongTimeout, fmt.Sprintf("gantry-webhook replica %d ready (see %s)", i, r.log), func(ctx context.Context) (bool, error) {
+			code, _ := r.readyz()
+			return code == http.StatusOK, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start runs the replica with the shipped Deployment's flags and identity
+// (kubeconfig), but listening on 127.0.0.1 ports and with a certificate for
+// 127.0.0.1 (the proxy's address) in the suite's namespace.
+func (r *replica) start(kubeconfig string) error {
+	tc := framework.TestContext
+	log, err := os.Create(r.log)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(tc.Root, "_output", "bin", "gantry-webhook"),
+		"--kubeconfig="+kubeconfig, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(r.port),
+		"--cert-secret="+certSecretNamespace+"/"+certSecretName, "--tls-san=127.0.0.1",
+		"--mutating-webhook-configuration="+configName, "--validating-webhook-configuration="+configName,
+		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(r.metricsPort),
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(r.healthPort), "--v=2")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = log.Close()
+		return fmt.Errorf("starting gantry-webhook (run make build): %w", err)
+	}
+	ginkgo.DeferCleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		_ = cmd.Wait()
+		_ = log.Close()
+	})
+	return nil
+}
+
+// shippedIdentity creates the ServiceAccount and RBAC of
+// admission/config/rbac.yaml, in certSecretNamespace instead of
+// gantry-system and for the configurations named configName, and writes a kubeconfig for a token of that ServiceAccount
+// to file: the replicas get exactly the shipped rights.
+func shippedIdentity(ctx context.Context, file string) (string, error) {
+	tc := framework.TestContext
+	data, err := os.ReadFile(filepath.Join(tc.Root, "admission", "config", "rbac.yaml"))
+	if err != nil {
+		return "", err
+	}
+	dyn, err := dynamic.NewForConfig(tc.Config)
+	if err != nil {
+		return "", err
+	}
+	resources := map[string]schema.GroupVersionResource{
+		"ServiceAccount":     v1.SchemeGroupVersion.WithResource("serviceaccounts"),
+		"ClusterRole":        rbacv1.SchemeGroupVersion.WithResource("clusterroles"),
+		"ClusterRoleBinding": rbacv1.SchemeGroupVersion.WithResource("clusterrolebindings"),
+		"Role":               rbacv1.SchemeGroupVersion.WithResource("roles"),
+		"RoleBinding":        rbacv1.SchemeGroupVersion.WithResource("rolebindings"),
+	}
+	var serviceAccount string
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := decoder.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return "", fmt.Errorf("rbac.yaml: %w", err)
+		}
+		gvr, ok := resources[obj.GetKind()]
+		if !ok {
+			return "", fmt.Errorf("rbac.yaml: unexpected %s", obj.GetKind())
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+		switch obj.GetKind() {
+		case "ServiceAccount", "Role", "RoleBinding":
+			obj.SetNamespace(certSecretNamespace)
+			ri = dyn.Resource(gvr).Namespace(certSecretNamespace)
+		}
+		if obj.GetKind() == "ServiceAccount" {
+			serviceAccount = obj.GetName()
+		}
+		if rules, ok, _ := unstructured.NestedSlice(obj.Object, "rules"); ok {
+			for _, rule := range rules {
+				rule := rule.(map[string]any)
+				if groups, _, _ := unstructured.NestedStringSlice(rule, "apiGroups"); slices.Contains(groups, admissionregistrationv1.GroupName) {
+					rule["resourceNames"] = []any{configName}
+				}
+			}
+			_ = unstructured.SetNestedSlice(obj.Object, rules, "rules")
+		}
+		if subjects, ok, _ := unstructured.NestedSlice(obj.Object, "subjects"); ok {
+			for _, sub := range subjects {
+				sub.(map[string]any)["namespace"] = certSecretNamespace
+			}
+			_ = unstructured.SetNestedSlice(obj.Object, subjects, "subjects")
+		}
+		if _, err := ri.Create(ctx, &obj, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			existing, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			obj.SetResourceVersion(existing.GetResourceVersion())
+			if _, err := ri.Update(ctx, &obj, metav1.UpdateOptions{}); err != nil {
+				return "", err
+			}
+		} else if err != nil {
+			return "", fmt.Errorf("creating %s %s of rbac.yaml: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if obj.GetNamespace() == "" && !tc.OwnCluster {
+			ginkgo.DeferCleanup(func(ctx context.Context) error {
+				if err := ri.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+				return nil
+			})
+		}
+	}
+	tr, err := tc.Client.CoreV1().ServiceAccounts(certSecretNamespace).CreateToken(ctx, serviceAccount, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](6 * 3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	cluster := &clientcmdapi.Cluster{Server: tc.Config.Host, CertificateAuthority: tc.Config.CAFile, CertificateAuthorityData: tc.Config.CAData}
+	config := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"e2e": cluster},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{serviceAccount: {Token: tr.Status.Token}},
+		Contexts:       map[string]*clientcmdapi.Context{"e2e": {Cluster: "e2e", AuthInfo: serviceAccount}},
+		CurrentContext: "e2e",
+	}
+	return file, clientcmd.WriteToFile(config, file)
+}
+
+// readyz is the replica's readiness: the status code and the reason.
+func (r *replica) readyz() (int, string) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", r.healthPort))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode, string(body)
 }
 
 // shippedConfigs reads the webhook configurations Gantry ships
 // (admission/config/webhooks.yaml) and points them at the webhook process
 // at hostPort: each webhook's clientConfig becomes a URL with the service's
-// path, both configurations are named configName, and the mutating
-// webhook's namespace selector also skips namespaces labelled
+// path, both configurations are named configName, and the namespace
+// selectors of the webhooks for pods also skip namespaces labelled
 // skipWebhookLabel=true (the latency spec measures "plugins off" there).
 // Rules, selectors, failure policy, side effects and timeouts stay as
 // shipped.
@@ -177,29 +336,43 @@ func shippedConfigs(file, hostPort string) (*admissionregistrationv1.MutatingWeb
 			return nil, nil, fmt.Errorf("%s: %s: %w", file, obj.GetKind(), err)
 		}
 	}
-	if mutating == nil || validating == nil || len(mutating.Webhooks) != 1 || len(validating.Webhooks) != 1 {
-		return nil, nil, fmt.Errorf("%s: want one MutatingWebhookConfiguration and one ValidatingWebhookConfiguration of one webhook each", file)
+	if mutating == nil || validating == nil || len(mutating.Webhooks) == 0 || len(validating.Webhooks) == 0 {
+		return nil, nil, fmt.Errorf("%s: want a MutatingWebhookConfiguration and a ValidatingWebhookConfiguration with webhooks", file)
 	}
-	url := func(c *admissionregistrationv1.WebhookClientConfig, servedPath string) error {
-		if c.Service == nil || c.Service.Path == nil || *c.Service.Path != servedPath {
-			return fmt.Errorf("%s: a webhook's clientConfig is not the service path %s gantry-webhook serves", file, servedPath)
+	url := func(name string, c *admissionregistrationv1.WebhookClientConfig) error {
+		if c.Service == nil || c.Service.Path == nil {
+			return fmt.Errorf("%s: webhook %s: clientConfig is not a service path gantry-webhook serves", file, name)
 		}
-		c.URL, c.Service = ptr.To("https://"+hostPort+servedPath), nil
+		c.URL, c.Service = ptr.To("https://"+hostPort+*c.Service.Path), nil
 		return nil
 	}
+	// skip adds skipWebhookLabel to the namespace selector of a webhook for
+	// pods.
+	skip := func(rules []admissionregistrationv1.RuleWithOperations, selector **metav1.LabelSelector) {
+		if !slices.ContainsFunc(rules, func(r admissionregistrationv1.RuleWithOperations) bool { return slices.Contains(r.Resources, "pods") }) {
+			return
+		}
+		if *selector == nil {
+			*selector = &metav1.LabelSelector{}
+		}
+		(*selector).MatchExpressions = append((*selector).MatchExpressions,
+			metav1.LabelSelectorRequirement{Key: skipWebhookLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
+	}
 	mutating.Name, validating.Name = configName, configName
-	m := &mutating.Webhooks[0]
-	if err := url(&m.ClientConfig, webhook.MutatePath); err != nil {
-		return nil, nil, err
+	for i := range mutating.Webhooks {
+		w := &mutating.Webhooks[i]
+		if err := url(w.Name, &w.ClientConfig); err != nil {
+			return nil, nil, err
+		}
+		skip(w.Rules, &w.NamespaceSelector)
 	}
-	if err := url(&validating.Webhooks[0].ClientConfig, webhook.ValidatePolicyPath); err != nil {
-		return nil, nil, err
+	for i := range validating.Webhooks {
+		w := &validating.Webhooks[i]
+		if err := url(w.Name, &w.ClientConfig); err != nil {
+			return nil, nil, err
+		}
+		skip(w.Rules, &w.NamespaceSelector)
 	}
-	if m.NamespaceSelector == nil {
-		m.NamespaceSelector = &metav1.LabelSelector{}
-	}
-	m.NamespaceSelector.MatchExpressions = append(m.NamespaceSelector.MatchExpressions,
-		metav1.LabelSelectorRequirement{Key: skipWebhookLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{"true"}})
 	return mutating, validating, nil
 }
 

@@ -1,0 +1,302 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"github.com/gantry-dev/gantry/admission/qos"
+	"github.com/gantry-dev/gantry/admission/webhook"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+const (
+	// loadPods pod creates, from loadWorkers goroutines, go through the two
+	// replicas.
+	loadPods    = 500
+	loadWorkers = 20
+	// recoveryLimit is how long pod creates may fail after the CA bundles
+	// were wiped.
+	recoveryLimit = 30 * time.Second
+)
+
+// These specs run the webhook as shipped: two replicas sharing one
+// certificate Secret behind a stand-in for the Service. They are Serial:
+// wiping the CA bundles refuses every other spec's pod creates meanwhile.
+var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.LabelMetadataPolicy, "webhook", framework.LabelSecurity), ginkgo.Serial, func() {
+	f := framework.NewFramework("webhook-replicas")
+
+	ginkgo.It("serves 500 pod creates through both replicas without a failure", func(ctx ginkgo.SpecContext) {
+		tc := framework.TestContext
+		before := proxy.Connections()
+		var failures, unannotated atomic.Int64
+		var mu sync.Mutex
+		var errs []error
+		jobs := make(chan int)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range loadWorkers {
+			wg.Go(func() {
+				for i := range jobs {
+					p, err := tc.Client.CoreV1().Pods(f.Namespace).Create(ctx, wrappers.MakePod(fmt.Sprintf("load-%03d", i), f.Namespace).Obj(), metav1.CreateOptions{})
+					if err != nil {
+						failures.Add(1)
+						mu.Lock()
+						if len(errs) < 5 {
+							errs = append(errs, err)
+						}
+						mu.Unlock()
+						continue
+					}
+					if _, ok := p.Annotations[qos.Annotation]; !ok {
+						unannotated.Add(1)
+					}
+				}
+			})
+		}
+		for i := range loadPods {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		elapsed := time.Since(start)
+		after := proxy.Connections()
+		report := fmt.Sprintf("%d pod creates (%d in parallel) through 2 gantry-webhook replicas: %d failures, %s (%.0f creates/s); new connections per replica: %d, %d\n",
+			loadPods, loadWorkers, failures.Load(), elapsed.Round(time.Millisecond), float64(loadPods)/elapsed.Seconds(), after[0]-before[0], after[1]-before[1])
+		ginkgo.AddReportEntry("webhook replicas under load", report)
+		fmt.Fprint(ginkgo.GinkgoWriter, report)
+		_, _ = fmt.Print(report)
+
+		gomega.Expect(failures.Load()).To(gomega.BeZero(), "failed pod creates, the first ones: %v", errors.Join(errs...))
+		gomega.Expect(unannotated.Load()).To(gomega.BeZero(), "pods created without the webhook's QoS annotation")
+		for i := range after {
+			gomega.Expect(after[i]-before[i]).To(gomega.BeNumerically(">", 0), "replica %d got no connection from kube-apiserver: the spec did not exercise both", i)
+		}
+	})
+
+	ginkgo.It("restores wiped CA bundles: pod creates recover within 30s", func(ctx ginkgo.SpecContext) {
+		tc := framework.TestContext
+		ginkgo.By("wiping the caBundle of every webhook of both configurations")
+		wiped := wipeCABundles(ctx)
+
+		var restored time.Duration
+		for time.Since(wiped) < 2*recoveryLimit {
+			if !slices.ContainsFunc(caBundles(ctx, gomega.Default), func(b []byte) bool { return len(b) == 0 }) {
+				restored = time.Since(wiped)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+
+		var recovered time.Duration
+		attempts, failed := 0, 0
+		var lastErr error
+		for recovered == 0 && time.Since(wiped) < 2*recoveryLimit {
+			attempts++
+			p, err := tc.Client.CoreV1().Pods(f.Namespace).Create(ctx, wrappers.MakePod(fmt.Sprintf("recover-%03d", attempts), f.Namespace).Obj(), metav1.CreateOptions{})
+			if err == nil && p.Annotations[qos.Annotation] != "" {
+				recovered = time.Since(wiped)
+				break
+			}
+			failed++
+			lastErr = err
+			time.Sleep(100 * time.Millisecond)
+		}
+		report := fmt.Sprintf("caBundle wiped from both configurations: bundles back after %s, pod creates recovered after %s (%d of %d attempts failed)\n",
+			restored.Round(time.Millisecond), recovered.Round(time.Millisecond), failed, attempts)
+		ginkgo.AddReportEntry("caBundle recovery", report)
+		fmt.Fprint(ginkgo.GinkgoWriter, report)
+		_, _ = fmt.Print(report)
+		gomega.Expect(recovered).To(gomega.And(gomega.BeNumerically(">", 0), gomega.BeNumerically("<", recoveryLimit)),
+			"pod creates did not recover within %s; last error: %v", recoveryLimit, lastErr)
+
+		ginkgo.By("checking that every bundle is the shared Secret's CA and both replicas are ready")
+		secret, err := tc.Client.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			for _, b := range caBundles(ctx, g) {
+				g.Expect(b).To(gomega.Equal(secret.Data[webhook.CAFile]))
+			}
+			for i, r := range replicas {
+				code, reason := r.readyz()
+				g.Expect(code).To(gomega.Equal(http.StatusOK), "replica %d: %s", i, reason)
+			}
+		}).Should(gomega.Succeed())
+	})
+
+	ginkgo.It("serves metrics only to authenticated and authorized clients", func(ctx ginkgo.SpecContext) {
+		tc := framework.TestContext
+		secret, err := tc.Client.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		roots := x509.NewCertPool()
+		gomega.Expect(roots.AppendCertsFromPEM(secret.Data[webhook.CAFile])).To(gomega.BeTrue())
+		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+
+		ensureMetricsReaderRole(ctx)
+		noRole := serviceAccountToken(ctx, f.Namespace, "no-metrics", "")
+		reader := serviceAccountToken(ctx, f.Namespace, "metrics-reader", "gantry-webhook-metrics-reader")
+		admin := serviceAccountToken(ctx, f.Namespace, "admin", "cluster-admin")
+
+		get := func(r *replica, token string) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", r.metricsPort), nil)
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			if token != "" {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			return resp.StatusCode, string(body)
+		}
+		for i, r := range replicas {
+			code, _ := get(r, "")
+			gomega.Expect(code).To(gomega.Equal(http.StatusUnauthorized), "replica %d, no token", i)
+			code, _ = get(r, "not-a-token")
+			gomega.Expect(code).To(gomega.Equal(http.StatusUnauthorized), "replica %d, a forged token", i)
+			code, _ = get(r, noRole)
+			gomega.Expect(code).To(gomega.Equal(http.StatusForbidden), "replica %d, a ServiceAccount without the metrics role", i)
+			for who, token := range map[string]string{"gantry-webhook-metrics-reader": reader, "cluster-admin": admin} {
+				// RBAC reaches the authorizer through an informer.
+				framework.Eventually(ctx, func(g gomega.Gomega) {
+					code, body := get(r, token)
+					g.Expect(code).To(gomega.Equal(http.StatusOK), "replica %d, %s", i, who)
+					g.Expect(body).To(gomega.ContainSubstring("# TYPE "))
+				}).Should(gomega.Succeed())
+			}
+		}
+	})
+})
+
+// wipeCABundles removes the CA bundle of every webhook of both
+// configurations, as a GitOps tool re-applying the manifests would, and
+// returns when the second configuration was written.
+func wipeCABundles(ctx context.Context) time.Time {
+	ginkgo.GinkgoHelper()
+	c := framework.TestContext.Client.AdmissionregistrationV1()
+	gomega.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m, err := c.MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range m.Webhooks {
+			m.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		_, err = c.MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{})
+		return err
+	})).To(gomega.Succeed())
+	gomega.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		v, err := c.ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range v.Webhooks {
+			v.Webhooks[i].ClientConfig.CABundle = nil
+		}
+		_, err = c.ValidatingWebhookConfigurations().Update(ctx, v, metav1.UpdateOptions{})
+		return err
+	})).To(gomega.Succeed())
+	return time.Now()
+}
+
+// caBundles are the bundles of every webhook of both configurations.
+func caBundles(ctx context.Context, g gomega.Gomega) [][]byte {
+	c := framework.TestContext.Client.AdmissionregistrationV1()
+	m, err := c.MutatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	v, err := c.ValidatingWebhookConfigurations().Get(ctx, configName, metav1.GetOptions{})
+	g.Expect(err).NotTo(gomega.HaveOccurred())
+	var bundles [][]byte
+	for _, w := range m.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	for _, w := range v.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	return bundles
+}
+
+// ensureMetricsReaderRole creates the shipped gantry-webhook-metrics-reader
+// ClusterRole (admission/config/rbac.yaml) unless it is there.
+func ensureMetricsReaderRole(ctx context.Context) {
+	ginkgo.GinkgoHelper()
+	tc := framework.TestContext
+	data, err := os.ReadFile(filepath.Join(tc.Root, "admission", "config", "rbac.yaml"))
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		err := decoder.Decode(&obj.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		if obj.GetKind() != "ClusterRole" || obj.GetName() != "gantry-webhook-metrics-reader" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		gomega.Expect(runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj.Object, &role, true)).To(gomega.Succeed())
+		_, err = tc.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return
+		}
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) error {
+			return tc.Client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		})
+		return
+	}
+	ginkgo.Fail("admission/config/rbac.yaml has no ClusterRole gantry-webhook-metrics-reader")
+}
+
+// serviceAccountToken makes a ServiceAccount in ns, bound to clusterRole
+// cluster-wide unless it is "", and returns a token for it.
+func serviceAccountToken(ctx context.Context, ns, name, clusterRole string) string {
+	ginkgo.GinkgoHelper()
+	c := framework.TestContext.Client
+	_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	if clusterRole != "" {
+		binding := &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		}
+		_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) error {
+			return c.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})
+		})
+	}
+	tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return tr.Status.Token
+}
