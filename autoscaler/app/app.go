@@ -146,23 +146,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := mgr.Add(informersRunnable{factory, synced}); err != nil {
 		return nil, err
 	}
-	crds := crdWaiter{discovery: client.Discovery(), setup: func() error { return r.SetupWithManager(mgr) }, interval: crdInterval}
-	missing, err := crds.missing()
-	if err != nil {
-		return nil, err
-	}
-	if len(missing) == 0 {
+	crds := crdWaiter{discovery: client.Discovery(), setup: func() error { return r.SetupWithManager(mgr) }}
+	if missing, err := crds.missing(); err == nil && len(missing) == 0 {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
-	} else {
+	} else if err := mgr.Add(&crds); err != nil {
 		// Scale-down and the rest go on; ProvisioningRequests are served
-		// once the CRDs are there.
-		logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
-		crds.waiting = missing
-		if err := mgr.Add(&crds); err != nil {
-			return nil, err
-		}
+		// once the CRDs are there (or the API server answers: it may
+		// start with the provisioner).
+		return nil, err
 	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
 		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
@@ -191,8 +184,9 @@ var requiredCRDs = []schema.GroupVersionResource{
 	autoscalingv1alpha1.SchemeGroupVersion.WithResource("provisioningclasses"),
 }
 
-// crdInterval is how often a provisioner missing CRDs looks for them.
-var crdInterval = 10 * time.Second
+// crdInterval is how often a provisioner missing CRDs looks for them;
+// discoveryRetry, how soon it asks again when discovery failed.
+var crdInterval, discoveryRetry = 10 * time.Second, time.Second
 
 // crdWaiter sets the ProvisioningRequest controller up once the CRDs it
 // needs are served. Without them its cache would never sync, and the
@@ -200,7 +194,6 @@ var crdInterval = 10 * time.Second
 type crdWaiter struct {
 	discovery discovery.DiscoveryInterface
 	setup     func() error
-	interval  time.Duration
 	// waiting are the CRDs last found missing.
 	waiting []string
 }
@@ -224,32 +217,32 @@ func (c *crdWaiter) missing() ([]string, error) {
 	return out, nil
 }
 
-// Start looks for the CRDs every interval and sets the controller up once
-// they are all there.
+// Start looks for the CRDs, at once and then every crdInterval, and sets
+// the controller up once they are all there; it says which are missing
+// whenever that changes.
 func (c *crdWaiter) Start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(c.interval)
-	defer t.Stop()
 	for {
+		missing, err := c.missing()
+		wait := crdInterval
+		switch {
+		case err != nil:
+			logger.V(1).Info("Looking for the CRDs of ProvisioningRequests", "err", err)
+			wait = discoveryRetry
+		case len(missing) == 0:
+			if c.waiting != nil {
+				logger.Info("CRDs installed: serving ProvisioningRequests")
+			}
+			return c.setup()
+		case !slices.Equal(missing, c.waiting):
+			logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
+			c.waiting = missing
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(wait):
 		}
-		missing, err := c.missing()
-		if err != nil {
-			logger.Error(err, "Looking for the CRDs of ProvisioningRequests")
-			continue
-		}
-		if len(missing) > 0 {
-			if !slices.Equal(missing, c.waiting) {
-				logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
-				c.waiting = missing
-			}
-			continue
-		}
-		logger.Info("CRDs installed: serving ProvisioningRequests")
-		return c.setup()
 	}
 }
 
