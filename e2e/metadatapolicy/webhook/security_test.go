@@ -3,15 +3,23 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,6 +155,49 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 				code, reason := r.readyz()
 				g.Expect(code).To(gomega.Equal(http.StatusOK), "replica %d: %s", i, reason)
 			}
+		}).Should(gomega.Succeed())
+	})
+
+	ginkgo.It("replaces an expired certificate in the Secret, and every replica serves the new one without a restart", func(ctx ginkgo.SpecContext) {
+		tc := framework.TestContext
+		secrets := tc.Client.CoreV1().Secrets(certSecretNamespace)
+		ginkgo.By("writing an expired certificate for 127.0.0.1 into the shared Secret")
+		expiredCert, expiredKey := expiredCertificate()
+		gomega.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s, err := secrets.Get(ctx, certSecretName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			s.Data[webhook.CertFile], s.Data[webhook.KeyFile], s.Data[webhook.CAFile] = expiredCert, expiredKey, expiredCert
+			_, err = secrets.Update(ctx, s, metav1.UpdateOptions{})
+			return err
+		})).To(gomega.Succeed())
+		written := time.Now()
+
+		var secret *v1.Secret
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			var err error
+			secret, err = secrets.Get(ctx, certSecretName, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(secret.Data[webhook.CertFile]).NotTo(gomega.Equal(expiredCert), "the expired certificate is still in the Secret")
+			for i, r := range replicas {
+				g.Expect(servedCertificate(r)).To(gomega.Equal(firstPEMBlock(secret.Data[webhook.CertFile])), "replica %d does not serve the Secret's certificate", i)
+			}
+			for _, b := range caBundles(ctx, g) {
+				g.Expect(b).To(gomega.Equal(secret.Data[webhook.CAFile]))
+			}
+		}).WithTimeout(recoveryLimit).Should(gomega.Succeed())
+		report := fmt.Sprintf("expired certificate written into the Secret: replaced, served by both replicas and its CA injected after %s\n", time.Since(written).Round(time.Millisecond))
+		ginkgo.AddReportEntry("certificate replacement", report)
+		fmt.Fprint(ginkgo.GinkgoWriter, report)
+		_, _ = fmt.Print(report)
+
+		leaf, err := x509.ParseCertificate(firstPEMBlock(secret.Data[webhook.CertFile]))
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(leaf.NotAfter).To(gomega.BeTemporally(">", time.Now().Add(24*time.Hour)))
+		framework.Eventually(ctx, func() error {
+			_, err := tc.Client.CoreV1().Pods(f.Namespace).Create(ctx, wrappers.MakePod("after-rotation-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.Namespace).Obj(), metav1.CreateOptions{})
+			return err
 		}).Should(gomega.Succeed())
 	})
 
@@ -299,4 +350,44 @@ func serviceAccountToken(ctx context.Context, ns, name, clusterRole string) stri
 	}, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	return tr.Status.Token
+}
+
+// expiredCertificate is a self-signed certificate for 127.0.0.1 that
+// expired a day ago, and its key, PEM.
+func expiredCertificate() (certPEM, keyPEM []byte) {
+	ginkgo.GinkgoHelper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "expired"},
+		NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+}
+
+// servedCertificate is the DER leaf certificate the replica's webhook port
+// presents (not verified: any is accepted).
+func servedCertificate(r *replica) []byte {
+	conn, err := tls.Dial("tcp", webhook.HostPort("127.0.0.1", r.port), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reads what is served
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Raw
+}
+
+// firstPEMBlock is the DER of the first PEM block of data.
+func firstPEMBlock(data []byte) []byte {
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil
+	}
+	return block.Bytes
 }

@@ -80,7 +80,15 @@ const certSecretName = "gantry-webhook-cert"
 type replica struct {
 	port, metricsPort, healthPort int
 	log                           string
+	// secret is its certificate Secret's name.
+	secret string
 }
+
+// ownSecretsEnv, set to true, gives each replica a certificate Secret of
+// its own: the broken configuration of security review finding 5 (each
+// replica its own CA, each injecting it). The "as shipped" specs must then
+// fail; it shows that they can.
+const ownSecretsEnv = "GANTRY_E2E_WEBHOOK_OWN_SECRETS"
 
 var (
 	// replicas run as the shipped Deployment's two, behind proxy, which
@@ -118,8 +126,12 @@ func startWebhook(ctx context.Context) error {
 	// A Secret left by an earlier run against the same cluster is reused
 	// (its certificate is valid for 127.0.0.1) or replaced.
 	for i := range 2 {
-		replicas = append(replicas, &replica{port: freePort(), metricsPort: freePort(), healthPort: freePort(),
-			log: filepath.Join(dir, fmt.Sprintf("gantry-webhook-%d.log", i))})
+		r := &replica{port: freePort(), metricsPort: freePort(), healthPort: freePort(),
+			log: filepath.Join(dir, fmt.Sprintf("gantry-webhook-%d.log", i)), secret: certSecretName}
+		if os.Getenv(ownSecretsEnv) == "true" {
+			r.secret = fmt.Sprintf("%s-%d", certSecretName, i)
+		}
+		replicas = append(replicas, r)
 	}
 	proxy, err = startProxy(webhook.HostPort("127.0.0.1", replicas[0].port), webhook.HostPort("127.0.0.1", replicas[1].port))
 	if err != nil {
@@ -177,7 +189,7 @@ func (r *replica) start(kubeconfig string) error {
 	}
 	cmd := exec.Command(filepath.Join(tc.Root, "_output", "bin", "gantry-webhook"),
 		"--kubeconfig="+kubeconfig, "--bind-address=127.0.0.1", "--port="+strconv.Itoa(r.port),
-		"--cert-secret="+certSecretNamespace+"/"+certSecretName, "--tls-san=127.0.0.1",
+		"--cert-secret="+certSecretNamespace+"/"+r.secret, "--tls-san=127.0.0.1",
 		"--mutating-webhook-configuration="+configName, "--validating-webhook-configuration="+configName,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(r.metricsPort),
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(r.healthPort), "--v=2")
