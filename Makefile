@@ -5,6 +5,8 @@ BIN := _output/bin
 ARTIFACTS ?= _output/e2e-artifacts
 # Number of kwok nodes for `make up`.
 NODES ?= 3
+# Repetitions of `make bench`'s Go benchmarks (compare only what one run printed).
+COUNT ?= 3
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
 FOCUS ?=
 # Extra flags for gantry-cluster up, e.g. UP_FLAGS="--port 6443 --retain".
@@ -45,11 +47,13 @@ unit:
 integration: build
 	go test -tags integration $$(go list -tags integration ./... | grep -E '/integration(/|$$)')
 
-## bench: Gantry's checks against upstream's, same inputs, same run; prints ns/op and ratios.
+## bench: Gantry's checks against upstream's, same inputs, same run; prints ns/op and ratios; the
+## tenant-reachable costs (narrowing, MetadataPolicy engine) at sizes 10, 100, 1000, 2000 (COUNT=3).
 bench: build
 	GANTRY_BENCH=1 go test -modfile=_output/patched/go.mod -tags gantry_patched -count=1 \
 		-run TestNarrowingVsUpstream -v ./apiserver-patches/narrowing/install | grep -v '^=== RUN'
 	GANTRY_BENCH=1 go test -count=1 -run TestAdmitCostByPolicyCount -v ./admission/metadatapolicy | grep -v '^=== RUN'
+	go test -count=$(COUNT) -run '^$$' -bench Scaled ./admission/metadatapolicy/engine | grep -E '^Benchmark'
 
 ## bench-e2e: pod create latency with admission off / in-process / webhook, one run, ratios.
 bench-e2e: build
