@@ -169,6 +169,11 @@ func startWebhook(ctx context.Context) error {
 	for i, r := range replicas {
 		err := util.Poll(ctx, util.LongTimeout, fmt.Sprintf("gantry-webhook replica %d ready (see %s)", i, r.log), func(ctx context.Context) (bool, error) {
 			code, _ := r.readyz()
+			if os.Getenv(ownSecretsEnv) == "true" {
+				// Replicas with CAs of their own are never both ready: let
+				// the specs show what that does.
+				return code != 0, nil
+			}
 			return code == http.StatusOK, nil
 		})
 		if err != nil {
@@ -255,6 +260,9 @@ func shippedIdentity(ctx context.Context, file string) (string, error) {
 				rule := rule.(map[string]any)
 				if groups, _, _ := unstructured.NestedStringSlice(rule, "apiGroups"); slices.Contains(groups, admissionregistrationv1.GroupName) {
 					rule["resourceNames"] = []any{configName}
+				}
+				if names, ok, _ := unstructured.NestedStringSlice(rule, "resourceNames"); ok && slices.Contains(names, certSecretName) && os.Getenv(ownSecretsEnv) == "true" {
+					rule["resourceNames"] = []any{certSecretName + "-0", certSecretName + "-1"}
 				}
 			}
 			_ = unstructured.SetNestedSlice(obj.Object, rules, "rules")
