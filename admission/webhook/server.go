@@ -105,6 +105,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, TLSOpts: []func(*tls.Config){tlsOpts}})
 	server.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}})
+	server.Register(ValidatePath, &webhook.Admission{Handler: &Validator{Reviewer: reviewer}})
 	server.Register(ValidatePolicyPath, &webhook.Admission{Handler: PolicyValidator{}})
 
 	if o.MetricsAddress != "" {
@@ -131,7 +132,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		go serve(ctx, logger, "health probes", &http.Server{Handler: r.mux(), ReadHeaderTimeout: 10 * time.Second}, ln)
 	}
-	logger.Info("Serving Gantry admission webhooks", "port", o.Port, "paths", []string{MutatePath, ValidatePolicyPath},
+	logger.Info("Serving Gantry admission webhooks", "port", o.Port, "paths", []string{MutatePath, ValidatePath, ValidatePolicyPath},
 		"metrics", o.MetricsAddress, "healthProbes", o.HealthProbeAddress)
 	return server.Start(ctx)
 }
