@@ -72,12 +72,7 @@ func TestScaleDown(t *testing.T) {
 	busy := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: v1.PodSpec{NodeName: "busy"}}
 	booking := wrappers.MakeReservation("r").Available("booked").Obj()
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := testScheme(t)
 	objs := []client.Object{busy, booking}
 	nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	for _, n := range nodes {
@@ -165,12 +160,7 @@ func TestScaleDownRace(t *testing.T) {
 			ctx := context.Background()
 			node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "empty", Labels: map[string]string{
 				nodegroups.LabelNodeGroup: "g", nodegroups.LabelAttempt: "uid-1"}}}
-			scheme := runtime.NewScheme()
-			for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {
-				if err := add(scheme); err != nil {
-					t.Fatal(err)
-				}
-			}
+			scheme := testScheme(t)
 			c := podIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(node.DeepCopy())).Build()
 			// The caches: the node, no pod, no Reservation.
 			nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -235,12 +225,7 @@ func TestUnneededSinceSurvivesLeaderChange(t *testing.T) {
 	ctx := context.Background()
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "empty", Labels: map[string]string{
 		nodegroups.LabelNodeGroup: "g", nodegroups.LabelAttempt: "uid-1"}}}
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scheme := testScheme(t)
 	c := podIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(node.DeepCopy())).Build()
 	podIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	clk := testingclock.NewFakeClock(time.Now().Truncate(time.Second))
@@ -271,4 +256,17 @@ func TestUnneededSinceSurvivesLeaderChange(t *testing.T) {
 	if len(g.deleted) != 1 {
 		t.Errorf("deleted %v a minute after the first leader found the node unneeded, want it deleted", g.deleted)
 	}
+}
+
+// testScheme knows the kinds the provisioner's fake clients hold: core,
+// ProvisioningRequests and Reservations.
+func testScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
 }
