@@ -9,12 +9,15 @@ NODES ?= 3
 COUNT ?= 3
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
 FOCUS ?=
+# Platforms of `make images` (multi-arch indexes) and registry of `make push`.
+PLATFORMS ?= linux/amd64,linux/arm64
+REGISTRY ?=
 # Extra flags for gantry-cluster up, e.g. UP_FLAGS="--port 6443 --retain".
 UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images push up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
 
@@ -26,6 +29,15 @@ help:
 ## build: every control-plane binary into _output/bin (incremental).
 build:
 	hack/build.sh
+
+## images: every Gantry image and every image a kind node needs, built from the pinned sources
+## with no Docker daemon, for PLATFORMS, into _output/images (OCI layout, docker-load archives).
+images:
+	PLATFORMS=$(PLATFORMS) hack/images.sh
+
+## push: copy the images of _output/images/oci to REGISTRY (e.g. REGISTRY=registry.example.com/gantry).
+push:
+	go run ./release/cmd/gantry-images push --registry '$(REGISTRY)'
 
 ## up: build, then bring up the local cluster (NODES=3).
 up: build

@@ -4,11 +4,18 @@
 # the upstream version plus a Gantry marker and commit (hack/version.sh).
 #
 # Go's build cache makes a rebuild with nothing changed take seconds.
+#
+#   GANTRY_BIN_DIR    where the binaries go (default _output/bin)
+#   GANTRY_BUILD_SET  "all" (default): everything the local cluster and the
+#                     tests run; "images": what Gantry's images hold
+#                     (hack/images.sh sets it, with GOARCH, per platform)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${root}"
-out="${root}/_output/bin"
+out="${GANTRY_BIN_DIR:-${root}/_output/bin}"
+build_set="${GANTRY_BUILD_SET:-all}"
+case "${build_set}" in all | images) ;; *) echo "GANTRY_BUILD_SET=${build_set}: want all or images" >&2; exit 2 ;; esac
 mkdir -p "${out}"
 
 export CGO_ENABLED=0
@@ -38,24 +45,44 @@ apiserver_ldflags="${apiserver_ldflags//${git_version}/${git_version}.patched}"
 go build -modfile="${root}/_output/patched/go.mod" -tags gantry_patched -ldflags "${apiserver_ldflags}" \
   -o "${out}/kube-apiserver" ./apiserver-patches/cmd/kube-apiserver
 
-step "kube-scheduler (Gantry), kube-controller-manager, kubectl (${git_version})"
-go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
-  ./scheduler/cmd/kube-scheduler \
-  k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl
+if [[ "${build_set}" == images ]]; then
+  step "kube-scheduler (Gantry), kube-controller-manager, kube-proxy (${git_version})"
+  go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
+    ./scheduler/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-proxy
+else
+  step "kube-scheduler (Gantry), kube-controller-manager, kubectl (${git_version})"
+  go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
+    ./scheduler/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubectl
+fi
 
 step "etcd ($(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3))"
 go build -ldflags "-s -w" -o "${out}/etcd" go.etcd.io/etcd/server/v3
 
-step "gantry-cluster (kind/), gantry-webhook (admission/), gantry-provisioner (autoscaler/)"
-go build -ldflags "-s -w" -o "${out}/gantry-cluster" ./kind
+if [[ "${build_set}" == all ]]; then
+  step "gantry-cluster (kind/)"
+  go build -ldflags "-s -w" -o "${out}/gantry-cluster" ./kind
+fi
+step "gantry-webhook (admission/), gantry-provisioner (autoscaler/)"
 go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" ./admission/cmd/gantry-webhook ./autoscaler/cmd/gantry-provisioner
 
 kwok_version="$(cd hack/tools && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
-step "kwok, kwokctl (${kwok_version})"
+kwok_cmds=(sigs.k8s.io/kwok/cmd/kwok)
+[[ "${build_set}" == all ]] && kwok_cmds+=(sigs.k8s.io/kwok/cmd/kwokctl)
+step "${kwok_cmds[*]##*/} (${kwok_version})"
 (
   cd hack/tools
   go build -ldflags "-s -w -X 'sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}' -X 'sigs.k8s.io/kwok/pkg/consts.KubeVersion=${k8s_version#v}'" \
-    -o "${out}/" sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl
+    -o "${out}/" "${kwok_cmds[@]}"
 )
+
+if [[ "${build_set}" == images ]]; then
+  coredns_version="$(cd hack/tools/images && go list -m -f '{{.Version}}' github.com/coredns/coredns)"
+  step "coredns (${coredns_version}, Kubernetes' plugins), pause (Gantry)"
+  (cd hack/tools/images && go build -ldflags "-s -w" -o "${out}/coredns" ./coredns)
+  go build -ldflags "-s -w -X 'main.version=${git_version}'" -o "${out}/pause" ./release/cmd/pause
+fi
 step "done: $(cd "${out}" && ls | tr '\n' ' ')"

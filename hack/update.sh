@@ -12,6 +12,7 @@ hack/pin-kubernetes.sh "$(gantry::k8s_version)"
 go mod tidy
 (cd hack/tools && go mod tidy)
 (cd hack/tools/lint && go mod tidy)
+(cd hack/tools/images && go mod tidy)
 gantry::generate_crds
 gantry::generate_clients
 gantry::generate_scheduler_config

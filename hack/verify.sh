@@ -27,7 +27,7 @@ gofmt_clean() {
 vet() { go vet ./...; }
 
 tidy() {
-  go mod tidy -diff && (cd hack/tools && go mod tidy -diff) && (cd hack/tools/lint && go mod tidy -diff)
+  go mod tidy -diff && (cd hack/tools && go mod tidy -diff) && (cd hack/tools/lint && go mod tidy -diff) && (cd hack/tools/images && go mod tidy -diff)
 }
 
 # The replace block must be exactly what the pin script derives from the pinned release.

@@ -1,0 +1,213 @@
+package image
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// OCI annotation keys (image-spec annotations.md).
+const (
+	AnnotationTitle       = "org.opencontainers.image.title"
+	AnnotationDescription = "org.opencontainers.image.description"
+	AnnotationVersion     = "org.opencontainers.image.version"
+	AnnotationRevision    = "org.opencontainers.image.revision"
+	AnnotationSource      = "org.opencontainers.image.source"
+	AnnotationCreated     = "org.opencontainers.image.created"
+	AnnotationVendor      = "org.opencontainers.image.vendor"
+	AnnotationRefName     = "org.opencontainers.image.ref.name"
+	// AnnotationUpstream names the pinned module the binaries are built from.
+	AnnotationUpstream = "dev.gantry.image.upstream"
+)
+
+// Meta is what every image says about the build it comes from.
+type Meta struct {
+	// Revision is the Gantry commit.
+	Revision string
+	// Source is where Gantry's source can be had.
+	Source string
+	// Created is the commit's time: every timestamp in an image is this one,
+	// so a rebuild of the same commit gives the same digests.
+	Created time.Time
+}
+
+// Platform is a build target, "linux/amd64" or "linux/arm64".
+type Platform struct{ OS, Arch string }
+
+func (p Platform) String() string { return p.OS + "/" + p.Arch }
+
+// Dir is the bin directory's subdirectory for this platform.
+func (p Platform) Dir() string { return p.OS + "_" + p.Arch }
+
+var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// ParsePlatforms reads "linux/amd64,linux/arm64".
+func ParsePlatforms(s string) ([]Platform, error) {
+	var out []Platform
+	seen := map[Platform]bool{}
+	for _, part := range strings.Split(s, ",") {
+		os, arch, ok := strings.Cut(strings.TrimSpace(part), "/")
+		p := Platform{OS: os, Arch: arch}
+		if !ok || os != "linux" || elfMachine[arch] == 0 {
+			return nil, fmt.Errorf("platform %q: want linux/amd64 or linux/arm64", part)
+		}
+		if seen[p] {
+			return nil, fmt.Errorf("platform %q given twice", part)
+		}
+		seen[p] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Built is one component's multi-platform image.
+type Built struct {
+	Component Component
+	Index     v1.ImageIndex
+	// Images by platform, in the order the platforms were given.
+	Images    map[Platform]v1.Image
+	Platforms []Platform
+}
+
+// Builder assembles images from binaries already built per platform under
+// BinDir/<os>_<arch>/, on the shared base layer.
+type Builder struct {
+	BinDir string
+	Meta   Meta
+	base   v1.Layer
+}
+
+func (b *Builder) annotations(c Component) map[string]string {
+	return map[string]string{
+		AnnotationTitle:       c.Name,
+		AnnotationDescription: c.Description,
+		AnnotationVersion:     c.Version,
+		AnnotationRevision:    b.Meta.Revision,
+		AnnotationSource:      b.Meta.Source,
+		AnnotationCreated:     b.Meta.Created.UTC().Format(time.RFC3339),
+		AnnotationVendor:      "Gantry",
+		AnnotationUpstream:    c.Upstream,
+	}
+}
+
+// Build makes the component's image for each platform and the index over them.
+func (b *Builder) Build(c Component, platforms []Platform) (*Built, error) {
+	if len(platforms) == 0 {
+		return nil, fmt.Errorf("%s: no platform", c.Name)
+	}
+	if b.base == nil {
+		files, err := BaseFiles()
+		if err != nil {
+			return nil, err
+		}
+		if b.base, err = Layer(files, b.Meta.Created); err != nil {
+			return nil, fmt.Errorf("base layer: %w", err)
+		}
+	}
+	ann := b.annotations(c)
+	out := &Built{Component: c, Images: map[Platform]v1.Image{}, Platforms: platforms}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range platforms {
+		img, err := b.image(c, p, ann)
+		if err != nil {
+			return nil, fmt.Errorf("%s for %s: %w", c.Name, p, err)
+		}
+		out.Images[p] = img
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: p.OS, Architecture: p.Arch}},
+		})
+	}
+	out.Index = mutate.Annotations(idx, ann).(v1.ImageIndex)
+	return out, nil
+}
+
+func (b *Builder) image(c Component, p Platform, ann map[string]string) (v1.Image, error) {
+	files := append([]File(nil), c.Files...)
+	for _, bin := range c.Binaries {
+		src := filepath.Join(b.BinDir, p.Dir(), bin.Name)
+		if err := checkStatic(src, p); err != nil {
+			return nil, err
+		}
+		files = append(files, File{Path: bin.Dest, Source: src, Mode: 0o755})
+	}
+	layer, err := Layer(files, b.Meta.Created)
+	if err != nil {
+		return nil, err
+	}
+	created := v1.Time{Time: b.Meta.Created.UTC()}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: b.base, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images: static base", Author: "Gantry"}},
+		mutate.Addendum{Layer: layer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images: " + c.Name, Author: "Gantry"}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = p.OS, p.Arch
+	cf.Created = created
+	cf.Author = "Gantry"
+	cf.Config = v1.Config{
+		User:       c.User,
+		Entrypoint: c.Entrypoint,
+		Env:        []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
+		WorkingDir: "/",
+		Labels:     ann,
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, ann).(v1.Image), nil
+}
+
+// checkStatic refuses a binary that would not run in a base without a libc or
+// on the platform's CPU: it must be an ELF executable for the platform with no
+// program interpreter.
+func checkStatic(path string, p Platform) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return fmt.Errorf("%s missing: build the binaries for %s first (hack/images.sh does)", path, p)
+		}
+		return fmt.Errorf("%s: not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	if f.Machine != elfMachine[p.Arch] {
+		return fmt.Errorf("%s is built for %s, not %s", path, f.Machine, p)
+	}
+	for _, prog := range f.Progs {
+		if prog.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; images hold static binaries (CGO_ENABLED=0 or -static)", path)
+		}
+	}
+	return nil
+}
+
+// BuildAll builds every component, sorted by name.
+func (b *Builder) BuildAll(cs []Component, platforms []Platform) ([]*Built, error) {
+	cs = append([]Component(nil), cs...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Name < cs[j].Name })
+	var out []*Built
+	for _, c := range cs {
+		built, err := b.Build(c, platforms)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, built)
+	}
+	return out, nil
+}
