@@ -51,6 +51,8 @@ for platform in ${platforms//,/ }; do
   printf '==> binaries for %s\n' "${platform}"
   GOOS="${platform%/*}" GOARCH="${platform#*/}" GANTRY_BUILD_SET=images \
     GANTRY_BIN_DIR="${root}/_output/bin/${platform/\//_}" hack/build.sh
+  printf '==> kube-proxy userland for %s (Debian packages)\n' "${platform}"
+  hack/debian-rootfs.sh "${platform#*/}" "${root}/_output/bin/${platform/\//_}/rootfs/kube-proxy" nftables iptables
 done
 
 printf '==> images (%s)\n' "${platforms}"

@@ -1,7 +1,6 @@
 package image
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,8 +46,6 @@ func (p Platform) String() string { return p.OS + "/" + p.Arch }
 
 // Dir is the bin directory's subdirectory for this platform.
 func (p Platform) Dir() string { return p.OS + "_" + p.Arch }
-
-var elfMachine = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
 // ParsePlatforms reads "linux/amd64,linux/arm64".
 func ParsePlatforms(s string) ([]Platform, error) {
@@ -133,6 +130,20 @@ func (b *Builder) Build(c Component, platforms []Platform) (*Built, error) {
 
 func (b *Builder) image(c Component, p Platform, ann map[string]string) (v1.Image, error) {
 	files := append([]File(nil), c.Files...)
+	if c.RootFS {
+		dir := filepath.Join(b.BinDir, p.Dir(), "rootfs", c.Name)
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("%s's userland: %w (hack/images.sh unpacks it)", c.Name, err)
+		}
+		rootfs, err := DirFiles(dir)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkLinked(rootfs, p); err != nil {
+			return nil, fmt.Errorf("%s's userland: %w", c.Name, err)
+		}
+		files = append(files, rootfs...)
+	}
 	for _, bin := range c.Binaries {
 		src := filepath.Join(b.BinDir, p.Dir(), bin.Name)
 		if err := checkStatic(src, p); err != nil {
@@ -172,29 +183,6 @@ func (b *Builder) image(c Component, p Platform, ann map[string]string) (v1.Imag
 		return nil, err
 	}
 	return mutate.Annotations(img, ann).(v1.Image), nil
-}
-
-// checkStatic refuses a binary that would not run in a base without a libc or
-// on the platform's CPU: it must be an ELF executable for the platform with no
-// program interpreter.
-func checkStatic(path string, p Platform) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return fmt.Errorf("%s missing: build the binaries for %s first (hack/images.sh does)", path, p)
-		}
-		return fmt.Errorf("%s: not an ELF executable: %w", path, err)
-	}
-	defer f.Close()
-	if f.Machine != elfMachine[p.Arch] {
-		return fmt.Errorf("%s is built for %s, not %s", path, f.Machine, p)
-	}
-	for _, prog := range f.Progs {
-		if prog.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked; images hold static binaries (CGO_ENABLED=0 or -static)", path)
-		}
-	}
-	return nil
 }
 
 // BuildAll builds every component, sorted by name.

@@ -43,6 +43,10 @@ type Component struct {
 	Entrypoint []string
 	// Files are extra entries of the component layer (e.g. empty dirs).
 	Files []File
+	// RootFS adds a userland the component runs programs of: the tree at
+	// <bin-dir>/<os>_<arch>/rootfs/<name>/ (hack/debian-rootfs.sh), whose
+	// programs must load from it alone.
+	RootFS bool
 }
 
 const pathEnv = "PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
@@ -51,6 +55,13 @@ const (
 	rootUser    = "0:0"
 	nonRootUser = "65532:65532"
 )
+
+// kubeProxy adds the userland kube-proxy runs: nft (its nftables mode) and
+// iptables-nft (the clean-up of the other modes' rules at start).
+func kubeProxy(c Component) Component {
+	c.RootFS = true
+	return c
+}
 
 // Components lists every image Gantry builds: its own control-plane parts,
 // and each image a kind node needs that no registry here can provide.
@@ -84,7 +95,7 @@ func Components(v Versions) []Component {
 		k8s("kube-apiserver", "Gantry's kube-apiserver: upstream's with gated placement narrowing and Gantry's admission plugins", v.Gantry+".patched"),
 		k8s("kube-scheduler", "Gantry's kube-scheduler: upstream's with Gantry's plugins, extension layer and profiles", v.Gantry),
 		k8s("kube-controller-manager", "kube-controller-manager built from the pinned Kubernetes source", v.Gantry),
-		k8s("kube-proxy", "kube-proxy built from the pinned Kubernetes source", v.Gantry),
+		kubeProxy(k8s("kube-proxy", "kube-proxy built from the pinned Kubernetes source, with nft and iptables from Debian", v.Gantry)),
 		gantry("gantry-provisioner", "Gantry's ProvisioningRequest processor (check-capacity and atomic scale-up)"),
 		gantry("gantry-webhook", "Gantry's MetadataPolicy and QoS admission webhook"),
 		{

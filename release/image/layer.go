@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -150,4 +152,47 @@ func orDefault(mode, def int64) int64 {
 		return def
 	}
 	return mode
+}
+
+// DirFiles lists a host directory tree as layer entries at the image's root:
+// directories, regular files and symbolic links with their permission bits,
+// owned by root. Anything else (a device, a socket) is refused.
+func DirFiles(dir string) ([]File, error) {
+	var files []File
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f := File{Path: "/" + filepath.ToSlash(rel), Mode: int64(info.Mode().Perm())}
+		if info.Mode()&fs.ModeSticky != 0 {
+			f.Mode |= 0o1000
+		}
+		switch {
+		case d.IsDir():
+			f.Dir = true
+		case info.Mode()&fs.ModeSymlink != 0:
+			if f.Link, err = os.Readlink(p); err != nil {
+				return err
+			}
+			f.Mode = 0
+		case info.Mode().IsRegular():
+			f.Source = p
+		default:
+			return fmt.Errorf("%s: %s is neither a file, a directory nor a link", p, info.Mode().Type())
+		}
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	return files, nil
 }

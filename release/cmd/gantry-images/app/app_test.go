@@ -36,6 +36,7 @@ func run(args ...string) (string, error) {
 
 func TestBuildWritesEveryImage(t *testing.T) {
 	bins := imagetest.BinDir(t, allBinaries...)
+	imagetest.RootFS(t, bins, "kube-proxy")
 	out := filepath.Join(t.TempDir(), "images")
 	stdout, err := run(buildArgs(bins, out)...)
 	if err != nil {
