@@ -18,33 +18,48 @@ arch="$1"; dir="$2"; shift 2
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cache="${root}/_output/debs/${arch}"
 
+# apt's binary cache, which this machine's apt configuration turns off: with
+# it each apt-cache call takes milliseconds instead of seconds.
+mkdir -p "${cache}"
+apt_opts=(-o Dir::Cache::pkgcache="${cache}/../pkgcache.bin" -o Dir::Cache::srcpkgcache="${cache}/../srcpkgcache.bin")
+apt_cache() { apt-cache "${apt_opts[@]}" "$@"; }
+
 native="$(dpkg --print-architecture)"
-if [[ "${arch}" != "${native}" ]] && ! dpkg --print-foreign-architectures | grep -qx "${arch}"; then
+if [[ "${arch}" != "${native}" ]] && ! dpkg --print-foreign-architectures | grep -x "${arch}" >/dev/null; then
   echo "==> adding Debian architecture ${arch} (apt-get update)"
   dpkg --add-architecture "${arch}"
   apt-get update -qq
-elif ! apt-cache show "$1:${arch}" >/dev/null 2>&1; then
+elif ! apt_cache show "$1:${arch}" >/dev/null 2>&1; then
   apt-get update -qq
 fi
 
-# The closure: every package the requested ones depend on (not recommends).
-mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
-  --no-breaks --no-replaces --no-enhances "${@/%/:${arch}}" |
-  sed -nE "s/^([a-z0-9][a-z0-9.+-]*)(:${arch})?$/\1/p" | sort -u)
-[[ ${#pkgs[@]} -gt 0 ]] || { echo "no packages resolved for $* on ${arch}" >&2; exit 1; }
+# The closure: every package the requested ones depend on (not recommends),
+# as apt names it: pkg:<arch>, or plain pkg for the native architecture and
+# for Architecture: all packages (netbase). <virtual> names are left out.
+mapfile -t specs < <(apt_cache depends --recurse --no-recommends --no-suggests --no-conflicts \
+  --no-breaks --no-replaces --no-enhances "${@/%/:${arch}}" | grep -E '^[a-z0-9]' | sort -u)
+[[ ${#specs[@]} -gt 0 ]] || { echo "no packages resolved for $* on ${arch}" >&2; exit 1; }
 
-mkdir -p "${cache}"
-(cd "${cache}" && apt-get download -qq -o APT::Sandbox::User=root "${pkgs[@]/%/:${arch}}")
+# One query for the versions and architectures of all of them.
+declare -A version pkg_arch
+while IFS=' ' read -r pkg ver parch; do
+  version[${pkg}]="${ver}"; pkg_arch[${pkg}]="${parch}"
+done < <(apt_cache show --no-all-versions "${specs[@]}" |
+  awk '/^Package: /{p=$2} /^Version: /{v=$2} /^Architecture: /{a=$2} /^$/{if (p) print p, v, a; p=""} END{if (p) print p, v, a}')
+
+(cd "${cache}" && apt-get download -qq "${apt_opts[@]}" -o APT::Sandbox::User=root "${specs[@]}")
 
 rm -rf "${dir}"
 mkdir -p "${dir}/var/lib/dpkg/status.d"
-for pkg in "${pkgs[@]}"; do
-  version="$(apt-cache show --no-all-versions "${pkg}:${arch}" | sed -n 's/^Version: //p' | head -1)"
-  deb=""
-  for candidate in "${cache}/${pkg}_${version//:/%3a}_${arch}.deb" "${cache}/${pkg}_${version//:/%3a}_all.deb"; do
-    [[ -f "${candidate}" ]] && deb="${candidate}"
-  done
-  [[ -n "${deb}" ]] || { echo "no .deb downloaded for ${pkg}:${arch} ${version}" >&2; exit 1; }
+pkgs=()
+for spec in "${specs[@]}"; do
+  pkg="${spec%:*}"
+  pkgs+=("${pkg}")
+  case "${pkg_arch[${pkg}]:-}" in "${arch}" | all) ;; *)
+    echo "${spec}: apt offers architecture '${pkg_arch[${pkg}]:-none}', not ${arch}" >&2; exit 1 ;;
+  esac
+  deb="${cache}/${pkg}_${version[${pkg}]//:/%3a}_${pkg_arch[${pkg}]}.deb"
+  [[ -f "${deb}" ]] || { echo "no ${deb} downloaded for ${spec}" >&2; exit 1; }
   dpkg-deb -x "${deb}" "${dir}"
   dpkg-deb -f "${deb}" >"${dir}/var/lib/dpkg/status.d/${pkg}"
 done
