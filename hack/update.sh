@@ -9,10 +9,9 @@ source "${GANTRY_ROOT}/hack/lib.sh"
 cd "${GANTRY_ROOT}"
 
 hack/pin-kubernetes.sh "$(gantry::k8s_version)"
-go mod tidy
-(cd hack/tools && go mod tidy)
-(cd hack/tools/lint && go mod tidy)
-(cd hack/tools/images && go mod tidy)
+for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node; do
+  (cd "${m}" && go mod tidy)
+done
 gantry::generate_crds
 gantry::generate_clients
 gantry::generate_scheduler_config

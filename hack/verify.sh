@@ -27,7 +27,10 @@ gofmt_clean() {
 vet() { go vet ./...; }
 
 tidy() {
-  go mod tidy -diff && (cd hack/tools && go mod tidy -diff) && (cd hack/tools/lint && go mod tidy -diff) && (cd hack/tools/images && go mod tidy -diff)
+  local m
+  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node; do
+    (cd "${m}" && go mod tidy -diff) || return 1
+  done
 }
 
 # The replace block must be exactly what the pin script derives from the pinned release.
