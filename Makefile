@@ -17,7 +17,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images push up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images node-image push up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
 
@@ -34,6 +34,11 @@ build:
 ## with no Docker daemon, for PLATFORMS, into _output/images (OCI layout, docker-load archives).
 images:
 	PLATFORMS=$(PLATFORMS) hack/images.sh
+
+## node-image: the kind node image for this machine's platform (Debian root filesystem, kind's
+## base files, containerd, kubelet, every image of `make images` preloaded); docker-loaded.
+node-image: images
+	hack/node-image.sh
 
 ## push: copy the images of _output/images/oci to REGISTRY (e.g. REGISTRY=registry.example.com/gantry).
 push:

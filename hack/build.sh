@@ -8,14 +8,16 @@
 #   GANTRY_BIN_DIR    where the binaries go (default _output/bin)
 #   GANTRY_BUILD_SET  "all" (default): everything the local cluster and the
 #                     tests run; "images": what Gantry's images hold
-#                     (hack/images.sh sets it, with GOARCH, per platform)
+#                     (hack/images.sh sets it, with GOARCH, per platform);
+#                     "node": what the kind node runs besides them (kubelet,
+#                     kubeadm, kubectl, containerd, CNI plugins; hack/node-image.sh)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${root}"
 out="${GANTRY_BIN_DIR:-${root}/_output/bin}"
 build_set="${GANTRY_BUILD_SET:-all}"
-case "${build_set}" in all | images) ;; *) echo "GANTRY_BUILD_SET=${build_set}: want all or images" >&2; exit 2 ;; esac
+case "${build_set}" in all | images | node) ;; *) echo "GANTRY_BUILD_SET=${build_set}: want all, images or node" >&2; exit 2 ;; esac
 mkdir -p "${out}"
 
 export CGO_ENABLED=0
@@ -36,6 +38,29 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 step() { printf '==> %s\n' "$*"; }
+
+if [[ "${build_set}" == node ]]; then
+  step "kubelet, kubeadm, kubectl (${git_version})"
+  go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubeadm k8s.io/kubernetes/cmd/kubectl
+  containerd_version="$(cd hack/tools/node && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)"
+  cni_version="$(cd hack/tools/node && go list -m -f '{{.Version}}' github.com/containernetworking/plugins)"
+  step "containerd, ctr, containerd-shim-runc-v2 (${containerd_version}), CNI plugins (${cni_version})"
+  (
+    cd hack/tools/node
+    stamp="-s -w -X 'github.com/containerd/containerd/v2/version.Version=${containerd_version}'"
+    go build -tags 'no_btrfs no_zfs no_devmapper urfave_cli_no_docs' -ldflags "${stamp}" -o "${out}/" \
+      github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr
+    go build -tags 'urfave_cli_no_docs no_grpc' -ldflags "${stamp}" -o "${out}/" \
+      github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
+    go build -ldflags "-s -w -X 'github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=${cni_version}'" -o "${out}/" \
+      github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/main/loopback \
+      github.com/containernetworking/plugins/plugins/main/ptp github.com/containernetworking/plugins/plugins/main/bridge \
+      github.com/containernetworking/plugins/plugins/meta/portmap
+  )
+  step "done: $(cd "${out}" && ls | tr '\n' ' ')"
+  exit 0
+fi
 
 step "kube-apiserver (Gantry, patched k8s.io/kubernetes: $(cd apiserver-patches/patches && ls *.patch | tr '\n' ' '))"
 hack/patch-kubernetes.sh

@@ -38,7 +38,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newBuild(), newPush())
+	root.AddCommand(newBuild(), newPush(), newNode())
 	return root
 }
 

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds Gantry's kind node image for this machine's platform, with no
+# registry: the Debian root filesystem (hack/node-rootfs.sh), kind's base
+# files from the pinned kind module, containerd and the CNI plugins
+# (hack/tools/node), kubelet/kubeadm/kubectl from the pinned Kubernetes, and
+# the image archives `make images` wrote for this platform, which the node
+# imports into containerd before kubelet starts. Then `docker load`s it when a
+# Docker daemon answers.
+#
+#   _output/images/kind-node.linux-<arch>.tar   gantry.local/kind-node:<kube version> and :<gantry tag>
+#
+# `bazel run //hack:node-image` runs this same script.
+set -euo pipefail
+
+root="${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}"
+cd "${root}"
+os="$(go env GOOS)"; arch="$(go env GOARCH)"
+platform="${os}/${arch}"
+bin="${root}/_output/bin/${os}_${arch}/node"
+
+declare -A stamp
+while read -r key value; do stamp[${key}]="${value}"; done < <(hack/version.sh)
+
+# The component images this node preloads: every image of `make images`.
+mapfile -t archives < <(ls _output/images/*."${os}-${arch}".tar 2>/dev/null | grep -v '/kind-node\.' || true)
+if [[ ${#archives[@]} -eq 0 ]]; then
+  echo "no image archives for ${platform} in _output/images: run \`make images\` (PLATFORMS may be ${platform}) first" >&2
+  exit 1
+fi
+pause_ref="$(sed -n 's|^\(gantry.local/pause:[^ ]*\) .*|\1|p' _output/images/digests.txt)"
+[[ -n "${pause_ref}" ]] || { echo "_output/images/digests.txt names no pause image" >&2; exit 1; }
+
+printf '==> node binaries for %s\n' "${platform}"
+GANTRY_BUILD_SET=node GANTRY_BIN_DIR="${bin}" hack/build.sh
+
+printf '==> root filesystem\n'
+mkdir -p _output/node
+hack/node-rootfs.sh "${arch}" "_output/node/rootfs-${arch}.tar"
+
+printf '==> node image\n'
+kind_files="$(cd hack/tools/node && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/images/base/files"
+CGO_ENABLED=0 go build -trimpath -o _output/bin/gantry-images ./release/cmd/gantry-images
+args=()
+for a in "${archives[@]}"; do args+=(--archive "${a}"); done
+_output/bin/gantry-images node \
+  --rootfs "_output/node/rootfs-${arch}.tar" --kind-files "${kind_files}" --bin-dir "${bin}" \
+  --platform "${platform}" "${args[@]}" \
+  --kube-version "${stamp[STABLE_KUBE_VERSION]}" --gantry-version "${stamp[STABLE_GIT_VERSION]}" \
+  --sandbox-image "${pause_ref}" --revision "${stamp[STABLE_GIT_COMMIT]}" --created "${stamp[STABLE_BUILD_DATE]}"
+
+if docker version >/dev/null 2>&1; then
+  printf '==> docker load\n'
+  docker load -i "_output/images/kind-node.${os}-${arch}.tar"
+fi

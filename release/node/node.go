@@ -1,0 +1,263 @@
+// Package node assembles Gantry's kind node image: a Debian root filesystem
+// (hack/node-rootfs.sh), kind's base files from the pinned kind module,
+// containerd, runc and the CNI plugins, kubelet, kubeadm and kubectl, and
+// every image a Gantry cluster runs, imported into containerd before kubelet
+// starts. Like the component images it is put together with
+// go-containerregistry; no Docker daemon is needed to build it.
+package node
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/gantry-dev/gantry/release/image"
+)
+
+var (
+	//go:embed files/gantry-node-init
+	nodeInit []byte
+	//go:embed files/gantry-import-images
+	importImages []byte
+	//go:embed files/gantry-images.service
+	importUnit []byte
+	//go:embed files/config.toml
+	containerdConfig string
+)
+
+// Paths of the node image that other parts of Gantry rely on.
+const (
+	// ImagesDir holds the image archives imported at boot.
+	ImagesDir = "/kind/images"
+	// InitPath is the node's first process, before kind's entrypoint.
+	InitPath = "/kind/bin/gantry-node-init"
+	// kindEntrypoint is kind's entrypoint from its base files.
+	kindEntrypoint = "/usr/local/bin/entrypoint"
+)
+
+// Binaries of the node, by the file name under the bin directory, to their
+// place in the image: kubelet and kubeadm where kind's units and kubeadm look.
+var nodeBinaries = map[string]string{
+	"kubelet": "/usr/bin/kubelet", "kubeadm": "/usr/bin/kubeadm", "kubectl": "/usr/bin/kubectl",
+	"containerd": "/usr/local/bin/containerd", "ctr": "/usr/local/bin/ctr",
+	"containerd-shim-runc-v2": "/usr/local/bin/containerd-shim-runc-v2",
+	"host-local":              "/opt/cni/bin/host-local", "loopback": "/opt/cni/bin/loopback",
+	"ptp": "/opt/cni/bin/ptp", "bridge": "/opt/cni/bin/bridge", "portmap": "/opt/cni/bin/portmap",
+}
+
+// kindSkipped are kind base files this image replaces or does not use:
+// Gantry's containerd configuration, and the fuse-overlayfs snapshotter's unit
+// (the snapshotter is overlayfs on a volume; see gantry-node-init).
+var kindSkipped = map[string]bool{
+	"/etc/containerd/config.toml":                         true,
+	"/etc/systemd/system/containerd-fuse-overlayfs.service": true,
+}
+
+// enabled are the units started at boot (what `systemctl enable` would link).
+var enabled = []string{"kubelet.service", "containerd.service", "undo-mount-hacks.service", "gantry-images.service"}
+
+// Options say what goes into the node image.
+type Options struct {
+	// RootFS is the root filesystem tarball hack/node-rootfs.sh made.
+	RootFS string
+	// KindFiles is images/base/files of the pinned kind module.
+	KindFiles string
+	// BinDir holds the node's binaries (nodeBinaries) for Platform.
+	BinDir   string
+	Platform image.Platform
+	// Archives are docker-load archives of the images to preload.
+	Archives []string
+	// KubeVersion is what kind reads from /kind/version, e.g. v1.36.3.
+	KubeVersion string
+	// SandboxImage is the pause image containerd runs pods with.
+	SandboxImage string
+	Meta         image.Meta
+	// Version is the node image's org.opencontainers.image.version.
+	Version string
+}
+
+// Build assembles the node image.
+func Build(o Options) (v1.Image, error) {
+	if o.RootFS == "" || o.KindFiles == "" || o.BinDir == "" || o.KubeVersion == "" || o.SandboxImage == "" {
+		return nil, fmt.Errorf("node image: rootfs, kind files, bin dir, Kubernetes version and sandbox image are all required")
+	}
+	if _, err := name.ParseReference(o.SandboxImage, name.WeakValidation); err != nil {
+		return nil, fmt.Errorf("sandbox image: %w", err)
+	}
+	rootfs, err := tarball.LayerFromFile(o.RootFS, tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
+	if err != nil {
+		return nil, fmt.Errorf("root filesystem: %w", err)
+	}
+	files, err := kindFiles(o.KindFiles)
+	if err != nil {
+		return nil, err
+	}
+	gantry, err := gantryFiles(o)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, gantry...)
+	layer, err := image.Layer(files, o.Meta.Created)
+	if err != nil {
+		return nil, fmt.Errorf("node files: %w", err)
+	}
+	var images []image.File
+	for _, a := range o.Archives {
+		images = append(images, image.File{Path: ImagesDir + "/" + filepath.Base(a), Source: a})
+	}
+	imagesLayer, err := image.Layer(images, o.Meta.Created)
+	if err != nil {
+		return nil, fmt.Errorf("preloaded images: %w", err)
+	}
+
+	created := v1.Time{Time: o.Meta.Created.UTC()}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err = mutate.Append(img,
+		mutate.Addendum{Layer: rootfs, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "hack/node-rootfs.sh: Debian bookworm"}},
+		mutate.Addendum{Layer: layer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images node: kind base files, containerd, Kubernetes node binaries"}},
+		mutate.Addendum{Layer: imagesLayer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images node: preloaded images"}},
+	)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created, cf.Author = o.Platform.OS, o.Platform.Arch, created, "Gantry"
+	ann := map[string]string{
+		image.AnnotationTitle:       "kind-node",
+		image.AnnotationDescription: "Gantry's kind node: Kubernetes " + o.KubeVersion + " with Gantry's control plane preloaded",
+		image.AnnotationVersion:     o.Version,
+		image.AnnotationRevision:    o.Meta.Revision,
+		image.AnnotationSource:      o.Meta.Source,
+		image.AnnotationCreated:     o.Meta.Created.UTC().Format(time.RFC3339),
+		image.AnnotationVendor:      "Gantry",
+	}
+	cf.Config = v1.Config{
+		Env:        []string{"container=docker", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Entrypoint: []string{InitPath, kindEntrypoint, "/sbin/init"},
+		StopSignal: "SIGRTMIN+3",
+		Labels:     ann,
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, ann).(v1.Image), nil
+}
+
+// kindFiles reads kind's base files. The module cache makes them read-only
+// (0444); scripts and directories get 0755 as kind's Dockerfile gives them.
+func kindFiles(dir string) ([]image.File, error) {
+	all, err := image.DirFiles(dir)
+	if err != nil {
+		return nil, fmt.Errorf("kind base files: %w", err)
+	}
+	var out []image.File
+	for _, f := range all {
+		if kindSkipped[f.Path] || strings.HasPrefix(f.Path, "/LICENSES") {
+			continue
+		}
+		switch {
+		case f.Dir:
+			f.Mode = 0o755
+		case f.Link != "":
+		case strings.HasPrefix(f.Path, "/usr/local/bin/") || strings.HasPrefix(f.Path, "/kind/bin/"):
+			f.Mode = 0o755
+		default:
+			f.Mode = 0o644
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("kind base files: nothing in %s", dir)
+	}
+	return out, nil
+}
+
+func gantryFiles(o Options) ([]image.File, error) {
+	files := []image.File{
+		{Path: InitPath, Data: nodeInit, Mode: 0o755},
+		{Path: "/kind/bin/gantry-import-images", Data: importImages, Mode: 0o755},
+		{Path: "/etc/systemd/system/gantry-images.service", Data: importUnit},
+		{Path: "/etc/containerd/config.toml", Data: []byte(strings.Replace(containerdConfig, "SANDBOX_IMAGE", o.SandboxImage, 1))},
+		{Path: "/kind/version", Data: []byte(o.KubeVersion)},
+		{Path: "/etc/cni/net.d", Dir: true},
+	}
+	for _, unit := range enabled {
+		files = append(files, image.File{Path: "/etc/systemd/system/multi-user.target.wants/" + unit, Link: "/etc/systemd/system/" + unit})
+	}
+	files = append(files, image.File{Path: "/etc/systemd/system/kubelet.service.requires/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"})
+	names := make([]string, 0, len(nodeBinaries))
+	for n := range nodeBinaries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		src := filepath.Join(o.BinDir, n)
+		if _, err := os.Stat(src); err != nil {
+			return nil, fmt.Errorf("node binary %s: %w (hack/node-image.sh builds it)", n, err)
+		}
+		files = append(files, image.File{Path: nodeBinaries[n], Source: src, Mode: 0o755})
+	}
+	spec, err := criBaseSpec(filepath.Join(o.BinDir, "ctr"))
+	if err != nil {
+		return nil, err
+	}
+	return append(files, image.File{Path: "/etc/containerd/cri-base.json", Data: spec}), nil
+}
+
+// criBaseSpec is containerd's default OCI spec (`ctr oci spec` of the ctr
+// going into the image) with what kind's base image changes: a createContainer
+// hook that gives each container the node's product_uuid, and no rlimits.
+func criBaseSpec(ctr string) ([]byte, error) {
+	out, err := exec.Command(ctr, "oci", "spec").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s oci spec: %w", ctr, err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(out, &spec); err != nil {
+		return nil, fmt.Errorf("%s oci spec: %w", ctr, err)
+	}
+	hooks, _ := spec["hooks"].(map[string]any)
+	if hooks == nil {
+		hooks = map[string]any{}
+	}
+	create, _ := hooks["createContainer"].([]any)
+	hooks["createContainer"] = append(create, map[string]any{"path": "/kind/bin/mount-product-files.sh"})
+	spec["hooks"] = hooks
+	if process, ok := spec["process"].(map[string]any); ok {
+		delete(process, "rlimits")
+	}
+	return json.MarshalIndent(spec, "", "  ")
+}
+
+// WriteArchive writes the node image as a docker-load archive with tags.
+func WriteArchive(path string, img v1.Image, refs []string) error {
+	m := map[name.Reference]v1.Image{}
+	for _, r := range refs {
+		tag, err := name.NewTag(r, name.WeakValidation)
+		if err != nil {
+			return err
+		}
+		m[tag] = img
+	}
+	if err := tarball.MultiRefWriteToFile(path+".tmp", m); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}

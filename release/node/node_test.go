@@ -1,0 +1,175 @@
+package node
+
+import (
+	"archive/tar"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+
+	"github.com/gantry-dev/gantry/release/image"
+)
+
+// kindFilesDir is images/base/files of the kind module hack/tools/node pins.
+func kindFilesDir(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kind")
+	cmd.Dir = "../../hack/tools/node"
+	out, err := cmd.Output()
+	if err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Skipf("kind module not in the module cache: %v", err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "images", "base", "files")
+}
+
+func testOptions(t *testing.T) Options {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for n := range nodeBinaries {
+		if err := os.WriteFile(filepath.Join(bin, n), []byte("binary "+n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A ctr whose `oci spec` prints a spec with rlimits and a hook of its own.
+	ctr := "#!/bin/sh\necho '{\"ociVersion\":\"1.2.0\",\"process\":{\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\"}]},\"hooks\":{\"createContainer\":[{\"path\":\"/x\"}]}}'\n"
+	if err := os.WriteFile(filepath.Join(bin, "ctr"), []byte(ctr), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootfs := filepath.Join(dir, "rootfs.tar")
+	f, err := os.Create(rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(f)
+	_ = tw.WriteHeader(&tar.Header{Name: "etc/", Typeflag: tar.TypeDir, Mode: 0o755})
+	_ = tw.WriteHeader(&tar.Header{Name: "etc/debian_version", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3})
+	_, _ = tw.Write([]byte("12\n"))
+	_ = tw.Close()
+	_ = f.Close()
+	archive := filepath.Join(dir, "pause.linux-amd64.tar")
+	if err := os.WriteFile(archive, []byte("an archive"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Options{
+		RootFS: rootfs, KindFiles: kindFilesDir(t), BinDir: bin, Platform: image.Platform{OS: "linux", Arch: "amd64"},
+		Archives: []string{archive}, KubeVersion: "v1.36.3", SandboxImage: "gantry.local/pause:3.10.2",
+		Meta: image.Meta{Revision: "abc", Created: time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)}, Version: "v1.36.3+gantry.abc",
+	}
+}
+
+func TestBuild(t *testing.T) {
+	img, err := Build(testOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{InitPath, kindEntrypoint, "/sbin/init"}) || cf.Config.StopSignal != "SIGRTMIN+3" ||
+		!slices.Contains(cf.Config.Env, "container=docker") {
+		t.Errorf("config: entrypoint %v stop signal %q env %v", cf.Config.Entrypoint, cf.Config.StopSignal, cf.Config.Env)
+	}
+	layers, _ := img.Layers()
+	if len(layers) != 3 {
+		t.Errorf("%d layers, want rootfs, node files, images", len(layers))
+	}
+
+	content := map[string]string{}
+	modes := map[string]int64{}
+	links := map[string]string{}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes[h.Name] = h.Mode
+		links[h.Name] = h.Linkname
+		if h.Typeflag == tar.TypeReg {
+			b, _ := io.ReadAll(tr)
+			content[h.Name] = string(b)
+		}
+	}
+	for p, want := range map[string]string{
+		"etc/debian_version": "12\n", "kind/version": "v1.36.3",
+		"kind/images/pause.linux-amd64.tar": "an archive", "usr/bin/kubelet": "binary kubelet",
+		"usr/local/bin/containerd": "binary containerd", "opt/cni/bin/ptp": "binary ptp",
+	} {
+		if content[p] != want {
+			t.Errorf("%s = %q, want %q", p, content[p], want)
+		}
+	}
+	if !strings.Contains(content["etc/containerd/config.toml"], `sandbox_image = "gantry.local/pause:3.10.2"`) ||
+		!strings.Contains(content["etc/containerd/config.toml"], "restrict_oom_score_adj = false") {
+		t.Errorf("containerd config:\n%s", content["etc/containerd/config.toml"])
+	}
+	var spec struct {
+		Process map[string]any `json:"process"`
+		Hooks   struct {
+			CreateContainer []struct{ Path string } `json:"createContainer"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal([]byte(content["etc/containerd/cri-base.json"]), &spec); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := spec.Process["rlimits"]; ok || len(spec.Hooks.CreateContainer) != 2 || spec.Hooks.CreateContainer[1].Path != "/kind/bin/mount-product-files.sh" {
+		t.Errorf("cri-base.json: %+v", spec)
+	}
+	for _, p := range []string{InitPath, "usr/local/bin/entrypoint", "kind/bin/mount-product-files.sh", "kind/bin/gantry-import-images"} {
+		p = strings.TrimPrefix(p, "/")
+		if modes[p]&0o111 == 0 {
+			t.Errorf("%s mode %o is not executable", p, modes[p])
+		}
+	}
+	for _, unit := range enabled {
+		if links["etc/systemd/system/multi-user.target.wants/"+unit] != "/etc/systemd/system/"+unit {
+			t.Errorf("%s is not enabled", unit)
+		}
+		if _, ok := content["etc/systemd/system/"+unit]; !ok {
+			t.Errorf("no unit %s", unit)
+		}
+	}
+	for _, p := range []string{"etc/systemd/system/containerd-fuse-overlayfs.service", "LICENSES/README.txt"} {
+		if _, ok := content[p]; ok {
+			t.Errorf("%s should not be in the node", p)
+		}
+	}
+}
+
+func TestBuildNeedsItsParts(t *testing.T) {
+	o := testOptions(t)
+	if err := os.Remove(filepath.Join(o.BinDir, "kubeadm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "node binary kubeadm") {
+		t.Errorf("without kubeadm: err = %v", err)
+	}
+	o = testOptions(t)
+	o.SandboxImage = ""
+	if _, err := Build(o); err == nil {
+		t.Error("built without a sandbox image")
+	}
+	o = testOptions(t)
+	o.RootFS = filepath.Join(t.TempDir(), "missing.tar")
+	if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "root filesystem") {
+		t.Errorf("without a rootfs: err = %v", err)
+	}
+}
