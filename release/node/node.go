@@ -62,7 +62,7 @@ var nodeBinaries = map[string]string{
 // Gantry's containerd configuration, and the fuse-overlayfs snapshotter's unit
 // (the snapshotter is overlayfs on a volume; see gantry-node-init).
 var kindSkipped = map[string]bool{
-	"/etc/containerd/config.toml":                         true,
+	"/etc/containerd/config.toml":                           true,
 	"/etc/systemd/system/containerd-fuse-overlayfs.service": true,
 }
 
