@@ -1,0 +1,62 @@
+package kind
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+//go:embed files/docker
+var dockerShim []byte
+
+// capSysResource is CAP_SYS_RESOURCE's bit in a capability set.
+const capSysResource = 24
+
+// canBePrivileged reports whether Docker can start a --privileged container
+// here: runc asks for every capability, which fails when this machine's
+// bounding set (inherited by dockerd) lacks one. status is /proc/self/status.
+func canBePrivileged(status string) (bool, error) {
+	for _, line := range strings.Split(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapBnd:"); ok {
+			set, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				return false, fmt.Errorf("CapBnd %q: %w", v, err)
+			}
+			return set&(1<<capSysResource) != 0, nil
+		}
+	}
+	return false, fmt.Errorf("no CapBnd line in the process status")
+}
+
+// dockerPath puts the shim (files/docker) first on PATH for kind's docker
+// calls when Docker cannot grant --privileged, and says which it chose. The
+// shim lives in dir; nothing else on the machine changes.
+func dockerPath(dir string) (env []string, restricted bool, err error) {
+	real, err := exec.LookPath("docker")
+	if err != nil {
+		return nil, false, fmt.Errorf("the kind runtime needs a Docker engine and its CLI; docker is not on PATH")
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil, false, err
+	}
+	ok, err := canBePrivileged(string(status))
+	if err != nil || ok {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, false, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "docker"), dockerShim, 0o755); err != nil {
+		return nil, false, err
+	}
+	abs, err := filepath.Abs(real)
+	if err != nil {
+		return nil, false, err
+	}
+	return []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH"), "GANTRY_REAL_DOCKER=" + abs}, true, nil
+}
