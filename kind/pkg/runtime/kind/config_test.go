@@ -1,0 +1,62 @@
+package kind
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
+)
+
+func TestClusterConfig(t *testing.T) {
+	c, err := clusterConfig(configParams{
+		Name: "gantry", Workers: 2, NodeImage: "gantry.local/kind-node:v1.36.3", ImageRepository: "gantry.local",
+		SchedulerConfig: "/src/kind/config/kube-scheduler.yaml", APIServerArgs: []string{"--v=2", "audit-log-maxage=1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 3 || c.Nodes[0].Role != v1alpha4.ControlPlaneRole || c.Nodes[2].Role != v1alpha4.WorkerRole {
+		t.Fatalf("nodes: %+v", c.Nodes)
+	}
+	for _, n := range c.Nodes {
+		if n.Image != "gantry.local/kind-node:v1.36.3" {
+			t.Errorf("node %s image %q", n.Role, n.Image)
+		}
+	}
+	if m := c.Nodes[0].ExtraMounts; len(m) != 1 || m[0].ContainerPath != schedulerConfigFile || !m[0].Readonly {
+		t.Errorf("control-plane mounts %+v", m)
+	}
+	if !c.Networking.DisableDefaultCNI || c.Networking.KubeProxyMode != v1alpha4.NFTablesProxyMode || c.Networking.PodSubnet != podSubnet {
+		t.Errorf("networking %+v", c.Networking)
+	}
+	// The patches must be valid YAML that says what the runtime relies on.
+	var cc struct {
+		Kind            string
+		ImageRepository string `json:"imageRepository"`
+		Scheduler       struct {
+			ExtraArgs []struct{ Name, Value string } `json:"extraArgs"`
+		}
+		APIServer struct {
+			ExtraArgs []struct{ Name, Value string } `json:"extraArgs"`
+		} `json:"apiServer"`
+	}
+	if err := yaml.Unmarshal([]byte(c.KubeadmConfigPatches[0]), &cc); err != nil {
+		t.Fatalf("%v\n%s", err, c.KubeadmConfigPatches[0])
+	}
+	if cc.Kind != "ClusterConfiguration" || cc.ImageRepository != "gantry.local" ||
+		len(cc.Scheduler.ExtraArgs) != 1 || cc.Scheduler.ExtraArgs[0].Value != schedulerConfigFile ||
+		len(cc.APIServer.ExtraArgs) != 2 || cc.APIServer.ExtraArgs[0].Name != "v" || cc.APIServer.ExtraArgs[1].Value != "1" {
+		t.Errorf("ClusterConfiguration patch:\n%s", c.KubeadmConfigPatches[0])
+	}
+	if !strings.Contains(c.KubeadmConfigPatches[1], "failCgroupV1: false") {
+		t.Errorf("KubeletConfiguration patch:\n%s", c.KubeadmConfigPatches[1])
+	}
+
+	if _, err := clusterConfig(configParams{Workers: -1}); err == nil {
+		t.Error("negative workers accepted")
+	}
+	if _, err := clusterConfig(configParams{APIServerArgs: []string{"novalue"}}); err == nil {
+		t.Error("an apiserver flag without a value accepted")
+	}
+}
