@@ -21,7 +21,10 @@ case "${build_set}" in all | images | node) ;; *) echo "GANTRY_BUILD_SET=${build
 mkdir -p "${out}"
 
 export CGO_ENABLED=0
-export GOFLAGS="${GOFLAGS:-} -trimpath"
+# -buildvcs=false: the version stamp (hack/version.sh), read once, is the only record of
+# the commit and tree state; go's own VCS stamp is taken per build and would
+# differ between binaries if the tree changed during a long build.
+export GOFLAGS="${GOFLAGS:-} -trimpath -buildvcs=false"
 
 declare -A stamp
 while read -r key value; do stamp[${key}]="${value}"; done < <(hack/version.sh)

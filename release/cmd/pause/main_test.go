@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -66,7 +67,8 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	cmd, out = child(t, "--bogus")
 	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(out.String(), "usage") {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(out.String(), "usage") {
 		t.Errorf("--bogus: %v %q", err, out)
 	}
 }

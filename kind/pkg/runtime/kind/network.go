@@ -7,9 +7,6 @@ import (
 	"sort"
 )
 
-// cniConfigPath is where each node gets Gantry's pod network configuration.
-const cniConfigPath = "/etc/cni/net.d/10-gantry.conflist"
-
 // Node is what the pod network needs to know of a node.
 type Node struct {
 	Name string

@@ -34,17 +34,14 @@ func canBePrivileged(status string) (bool, error) {
 
 // dockerPath puts the shim (files/docker) first on PATH for kind's docker
 // calls when Docker cannot grant --privileged, and says which it chose. The
-// shim lives in dir; nothing else on the machine changes.
-func dockerPath(dir string) (env []string, restricted bool, err error) {
+// shim lives in dir; nothing else on the machine changes. status is the
+// content of /proc/self/status.
+func dockerPath(dir, status string) (env []string, restricted bool, err error) {
 	real, err := exec.LookPath("docker")
 	if err != nil {
 		return nil, false, fmt.Errorf("the kind runtime needs a Docker engine and its CLI; docker is not on PATH")
 	}
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return nil, false, err
-	}
-	ok, err := canBePrivileged(string(status))
+	ok, err := canBePrivileged(status)
 	if err != nil || ok {
 		return nil, false, err
 	}

@@ -64,3 +64,37 @@ func TestShim(t *testing.T) {
 		t.Errorf("other commands pass unchanged: %q", got)
 	}
 }
+
+func TestDockerPath(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "docker"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	shimDir := filepath.Join(t.TempDir(), "shim")
+
+	env, restricted, err := dockerPath(shimDir, "CapBnd:\t000001ffffffffff\n")
+	if err != nil || restricted || env != nil {
+		t.Errorf("privileged Docker: env %v restricted %v err %v; want nothing changed", env, restricted, err)
+	}
+	if _, err := os.Stat(shimDir); err == nil {
+		t.Error("the shim was written where Docker can grant --privileged")
+	}
+
+	env, restricted, err = dockerPath(shimDir, "CapBnd:\t000001fffeffffff\n")
+	if err != nil || !restricted {
+		t.Fatalf("restricted Docker: restricted %v err %v", restricted, err)
+	}
+	want := []string{"PATH=" + shimDir + string(os.PathListSeparator) + bin, "GANTRY_REAL_DOCKER=" + filepath.Join(bin, "docker")}
+	if strings.Join(env, " ") != strings.Join(want, " ") {
+		t.Errorf("env %q, want %q", env, want)
+	}
+	if st, err := os.Stat(filepath.Join(shimDir, "docker")); err != nil || st.Mode()&0o111 == 0 {
+		t.Errorf("shim not written executable: %v", err)
+	}
+
+	t.Setenv("PATH", t.TempDir())
+	if _, _, err := dockerPath(shimDir, "CapBnd:\t000001fffeffffff\n"); err == nil || !strings.Contains(err.Error(), "docker is not on PATH") {
+		t.Errorf("no docker: err = %v", err)
+	}
+}
