@@ -155,34 +155,12 @@ func (b *Builder) image(c Component, p Platform, ann map[string]string) (v1.Imag
 	if err != nil {
 		return nil, err
 	}
-	created := v1.Time{Time: b.Meta.Created.UTC()}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: b.base, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images: static base", Author: "Gantry"}},
-		mutate.Addendum{Layer: layer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images: " + c.Name, Author: "Gantry"}},
-	)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = p.OS, p.Arch
-	cf.Created = created
-	cf.Author = "Gantry"
-	cf.Config = v1.Config{
+	return Assemble(p, b.Meta.Created, v1.Config{
 		User:       c.User,
 		Entrypoint: c.Entrypoint,
 		Env:        []string{pathEnv, "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
 		WorkingDir: "/",
-		Labels:     ann,
-	}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return nil, err
-	}
-	return mutate.Annotations(img, ann).(v1.Image), nil
+	}, ann, Step{Layer: b.base, CreatedBy: "gantry-images: static base"}, Step{Layer: layer, CreatedBy: "gantry-images: " + c.Name})
 }
 
 // BuildAll builds every component, sorted by name.
@@ -198,4 +176,40 @@ func (b *Builder) BuildAll(cs []Component, platforms []Platform) ([]*Built, erro
 		out = append(out, built)
 	}
 	return out, nil
+}
+
+// Step is one layer of an image and the history line that says what it is.
+type Step struct {
+	Layer     v1.Layer
+	CreatedBy string
+}
+
+// Assemble makes an OCI image for platform p from layers, with config as its
+// runtime configuration and ann as its manifest annotations and labels; every
+// time in it is created.
+func Assemble(p Platform, created time.Time, config v1.Config, ann map[string]string, steps ...Step) (v1.Image, error) {
+	t := v1.Time{Time: created.UTC()}
+	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	for _, s := range steps {
+		var err error
+		img, err = mutate.Append(img, mutate.Addendum{
+			Layer: s.Layer, MediaType: types.OCILayer,
+			History: v1.History{Created: t, CreatedBy: s.CreatedBy, Author: "Gantry"},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Created, cf.Author = p.OS, p.Arch, t, "Gantry"
+	config.Labels = ann
+	cf.Config = config
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	return mutate.Annotations(img, ann).(v1.Image), nil
 }

@@ -1,10 +1,8 @@
 package image
 
 import (
-	"archive/tar"
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -20,7 +18,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -82,16 +79,9 @@ func TestLayerEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(strings.NewReader(string(data)))
 	var got []string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range imagetest.Entries(t, strings.NewReader(string(data))) {
+		h := e.Header
 		if !h.ModTime.Equal(epoch) || h.Uname != "" || h.Gname != "" {
 			t.Errorf("%s: mtime %v uname %q gname %q; want the epoch and numeric owners only", h.Name, h.ModTime, h.Uname, h.Gname)
 		}
@@ -214,28 +204,14 @@ func TestBuildIsReproducibleAndComplete(t *testing.T) {
 		t.Errorf("config: arch %s os %s user %s entrypoint %v created %v", cf.Architecture, cf.OS, cf.Config.User, cf.Config.Entrypoint, cf.Created)
 	}
 
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	// Extract cleans names: directories lose their trailing slash.
-	seen := map[string]*tar.Header{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[h.Name] = h
-	}
+	seen := imagetest.Filesystem(t, img)
 	for _, want := range []string{"etc/passwd", "etc/ssl/certs/ca-certificates.crt", "tmp", "gantry-webhook"} {
-		if seen[want] == nil {
+		if _, ok := seen[want]; !ok {
 			t.Errorf("the image has no %s", want)
 		}
 	}
-	if h := seen["gantry-webhook"]; h != nil && h.Mode&0o111 == 0 {
-		t.Errorf("gantry-webhook mode %o is not executable", h.Mode)
+	if e, ok := seen["gantry-webhook"]; ok && e.Header.Mode&0o111 == 0 {
+		t.Errorf("gantry-webhook mode %o is not executable", e.Header.Mode)
 	}
 }
 

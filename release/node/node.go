@@ -19,8 +19,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -123,22 +121,6 @@ func Build(o Options) (v1.Image, error) {
 		return nil, fmt.Errorf("preloaded images: %w", err)
 	}
 
-	created := v1.Time{Time: o.Meta.Created.UTC()}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: rootfs, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "hack/node-rootfs.sh: Debian bookworm"}},
-		mutate.Addendum{Layer: layer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images node: kind base files, containerd, Kubernetes node binaries"}},
-		mutate.Addendum{Layer: imagesLayer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "gantry-images node: preloaded images"}},
-	)
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture, cf.Created, cf.Author = o.Platform.OS, o.Platform.Arch, created, "Gantry"
 	ann := map[string]string{
 		image.AnnotationTitle:       "kind-node",
 		image.AnnotationDescription: "Gantry's kind node: Kubernetes " + o.KubeVersion + " with Gantry's control plane preloaded",
@@ -148,16 +130,15 @@ func Build(o Options) (v1.Image, error) {
 		image.AnnotationCreated:     o.Meta.Created.UTC().Format(time.RFC3339),
 		image.AnnotationVendor:      "Gantry",
 	}
-	cf.Config = v1.Config{
+	return image.Assemble(o.Platform, o.Meta.Created, v1.Config{
 		Env:        []string{"container=docker", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		Entrypoint: []string{InitPath, kindEntrypoint, "/sbin/init"},
 		StopSignal: "SIGRTMIN+3",
-		Labels:     ann,
-	}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return nil, err
-	}
-	return mutate.Annotations(img, ann).(v1.Image), nil
+	}, ann,
+		image.Step{Layer: rootfs, CreatedBy: "hack/node-rootfs.sh: Debian bookworm"},
+		image.Step{Layer: layer, CreatedBy: "gantry-images node: kind base files, containerd, Kubernetes node binaries"},
+		image.Step{Layer: imagesLayer, CreatedBy: "gantry-images node: preloaded images"},
+	)
 }
 
 // kindFiles reads kind's base files. The module cache makes them read-only

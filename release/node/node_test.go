@@ -3,8 +3,6 @@ package node
 import (
 	"archive/tar"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-
 	"github.com/gantry-dev/gantry/release/image"
+	"github.com/gantry-dev/gantry/release/image/imagetest"
 )
 
 // kindFilesDir is images/base/files of the kind module hack/tools/node pins.
@@ -87,25 +84,14 @@ func TestBuild(t *testing.T) {
 		t.Errorf("%d layers, want rootfs, node files, images", len(layers))
 	}
 
+	fs := imagetest.Filesystem(t, img)
 	content := map[string]string{}
 	modes := map[string]int64{}
 	links := map[string]string{}
-	rc := mutate.Extract(img)
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		modes[h.Name] = h.Mode
-		links[h.Name] = h.Linkname
-		if h.Typeflag == tar.TypeReg {
-			b, _ := io.ReadAll(tr)
-			content[h.Name] = string(b)
+	for name, e := range fs {
+		modes[name], links[name] = e.Header.Mode, e.Header.Linkname
+		if e.Header.Typeflag == tar.TypeReg {
+			content[name] = e.Content
 		}
 	}
 	for p, want := range map[string]string{
