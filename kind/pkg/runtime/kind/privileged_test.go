@@ -11,8 +11,8 @@ import (
 func TestCanBePrivileged(t *testing.T) {
 	for status, want := range map[string]bool{
 		"Name:\tx\nCapBnd:\t000001ffffffffff\n": true,
-		"CapBnd:\t000001fffeffffff\n":            false, // this CI machine's set: no CAP_SYS_RESOURCE
-		"CapBnd:\t0000000001000000":              true,
+		"CapBnd:\t000001fffeffffff\n":           false, // this CI machine's set: no CAP_SYS_RESOURCE
+		"CapBnd:\t0000000001000000":             true,
 	} {
 		got, err := canBePrivileged(status)
 		if err != nil || got != want {
