@@ -27,7 +27,9 @@ stamp="$( (echo "${version} ${want_sum}"; cat "${patches[@]}" "$0") | sha256sum 
 write_modfile() {
   cp go.mod "${out}/go.mod"
   cp go.sum "${out}/go.sum"
-  go mod edit -modfile="${out}/go.mod" -replace "k8s.io/kubernetes=${tree}"
+  # Relative to the module root, so that the path recorded in the binary's
+  # build information is the same in every checkout (reproducible images).
+  go mod edit -modfile="${out}/go.mod" -replace "k8s.io/kubernetes=./${tree#"${root}"/}"
 }
 if [[ -f "${tree}/.gantry-stamp" && "$(cat "${tree}/.gantry-stamp")" == "${stamp}" ]]; then
   write_modfile # go.mod may have changed; the tree has not
