@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -26,7 +25,7 @@ type buildOptions struct {
 	binDir, out, registry, platforms string
 	tarballPlatforms                 string
 	only                             []string
-	revision, source, created        string
+	meta                             metaFlags
 	versions                         image.Versions
 }
 
@@ -57,9 +56,7 @@ func newBuild() *cobra.Command {
 	f.StringVar(&o.platforms, "platforms", "linux/amd64,linux/arm64", "platforms of the multi-arch indexes")
 	f.StringVar(&o.tarballPlatforms, "tarball-platforms", "", "platforms to write docker-load archives for (default: the first of --platforms)")
 	f.StringSliceVar(&o.only, "only", nil, "build only these images (default: all)")
-	f.StringVar(&o.revision, "revision", "", "Gantry commit (required)")
-	f.StringVar(&o.source, "source", "https://github.com/gantry-dev/gantry", "where Gantry's source can be had")
-	f.StringVar(&o.created, "created", "", "RFC 3339 time every timestamp in the images gets: the commit's time (required)")
+	o.meta.add(f)
 	f.StringVar(&o.versions.Kube, "kube-version", "", "pinned Kubernetes version, e.g. v1.36.3 (required)")
 	f.StringVar(&o.versions.Gantry, "gantry-version", "", "Gantry's version stamp, e.g. v1.36.3+gantry.0123456789ab (required)")
 	f.StringVar(&o.versions.Etcd, "etcd-version", "", "etcd version, e.g. 3.6.8 (required)")
@@ -71,16 +68,16 @@ func newBuild() *cobra.Command {
 
 func (o *buildOptions) run(cmd *cobra.Command) error {
 	for flag, v := range map[string]string{
-		"revision": o.revision, "created": o.created, "kube-version": o.versions.Kube, "gantry-version": o.versions.Gantry,
+		"kube-version": o.versions.Kube, "gantry-version": o.versions.Gantry,
 		"etcd-version": o.versions.Etcd, "coredns-version": o.versions.CoreDNS, "kwok-version": o.versions.Kwok, "pause-version": o.versions.Pause,
 	} {
 		if v == "" {
 			return fmt.Errorf("--%s is required", flag)
 		}
 	}
-	created, err := time.Parse(time.RFC3339, o.created)
+	meta, err := o.meta.meta()
 	if err != nil {
-		return fmt.Errorf("--created: %w", err)
+		return err
 	}
 	if _, err := name.NewRegistry(strings.SplitN(o.registry, "/", 2)[0], name.WeakValidation); err != nil {
 		return fmt.Errorf("--registry: %w", err)
@@ -105,7 +102,7 @@ func (o *buildOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 
-	b := &image.Builder{BinDir: o.binDir, Meta: image.Meta{Revision: o.revision, Source: o.source, Created: created}}
+	b := &image.Builder{BinDir: o.binDir, Meta: meta}
 	built, err := b.BuildAll(components, platforms)
 	if err != nil {
 		return err

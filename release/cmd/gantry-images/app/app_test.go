@@ -116,3 +116,16 @@ func TestPushNeedsARegistry(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestNodeRefusesMissingParts(t *testing.T) {
+	if _, err := run("node", "--kind-files", "k", "--bin-dir", "b", "--kube-version", "v1.36.3", "--gantry-version", "g",
+		"--sandbox-image", "gantry.local/pause:3.10.2", "--revision", "abc", "--created", "2026-11-20T10:00:00Z"); err == nil ||
+		!strings.Contains(err.Error(), "--rootfs is required") {
+		t.Errorf("without --rootfs: err = %v", err)
+	}
+	if _, err := run("node", "--rootfs", "r", "--kind-files", "k", "--bin-dir", "b", "--kube-version", "v1.36.3", "--gantry-version", "g",
+		"--sandbox-image", "gantry.local/pause:3.10.2", "--created", "2026-11-20T10:00:00Z"); err == nil ||
+		!strings.Contains(err.Error(), "--revision is required") {
+		t.Errorf("without --revision: err = %v", err)
+	}
+}

@@ -16,7 +16,7 @@ type nodeOptions struct {
 	archives                            []string
 	kubeVersion, gantryVersion          string
 	sandboxImage, out, registry         string
-	revision, source, created           string
+	meta                                metaFlags
 }
 
 func newNode() *cobra.Command {
@@ -38,24 +38,22 @@ func newNode() *cobra.Command {
 	f.StringVar(&o.sandboxImage, "sandbox-image", "", "pause image containerd runs pods with, e.g. gantry.local/pause:3.10.2")
 	f.StringVar(&o.out, "out", "_output/images", "output directory")
 	f.StringVar(&o.registry, "registry", DefaultRegistry, "registry part of the node image's references")
-	f.StringVar(&o.revision, "revision", "", "Gantry commit")
-	f.StringVar(&o.source, "source", "https://github.com/gantry-dev/gantry", "where Gantry's source can be had")
-	f.StringVar(&o.created, "created", "", "RFC 3339 time of the commit")
+	o.meta.add(f)
 	return cmd
 }
 
 func (o *nodeOptions) run(cmd *cobra.Command) error {
 	for flag, v := range map[string]string{
 		"rootfs": o.rootfs, "kind-files": o.kindFiles, "bin-dir": o.binDir, "kube-version": o.kubeVersion,
-		"gantry-version": o.gantryVersion, "sandbox-image": o.sandboxImage, "revision": o.revision, "created": o.created,
+		"gantry-version": o.gantryVersion, "sandbox-image": o.sandboxImage,
 	} {
 		if v == "" {
 			return fmt.Errorf("--%s is required", flag)
 		}
 	}
-	created, err := time.Parse(time.RFC3339, o.created)
+	meta, err := o.meta.meta()
 	if err != nil {
-		return fmt.Errorf("--created: %w", err)
+		return err
 	}
 	platforms, err := image.ParsePlatforms(o.platform)
 	if err != nil || len(platforms) != 1 {
@@ -65,7 +63,7 @@ func (o *nodeOptions) run(cmd *cobra.Command) error {
 	img, err := node.Build(node.Options{
 		RootFS: o.rootfs, KindFiles: o.kindFiles, BinDir: o.binDir, Platform: platforms[0], Archives: o.archives,
 		KubeVersion: o.kubeVersion, SandboxImage: o.sandboxImage, Version: o.gantryVersion,
-		Meta: image.Meta{Revision: o.revision, Source: o.source, Created: created},
+		Meta: meta,
 	})
 	if err != nil {
 		return err
