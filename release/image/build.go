@@ -52,9 +52,9 @@ func ParsePlatforms(s string) ([]Platform, error) {
 	var out []Platform
 	seen := map[Platform]bool{}
 	for _, part := range strings.Split(s, ",") {
-		os, arch, ok := strings.Cut(strings.TrimSpace(part), "/")
-		p := Platform{OS: os, Arch: arch}
-		if !ok || os != "linux" || elfMachine[arch] == 0 {
+		goos, arch, ok := strings.Cut(strings.TrimSpace(part), "/")
+		p := Platform{OS: goos, Arch: arch}
+		if !ok || goos != "linux" || elfMachine[arch] == 0 {
 			return nil, fmt.Errorf("platform %q: want linux/amd64 or linux/arm64", part)
 		}
 		if seen[p] {
