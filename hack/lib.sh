@@ -7,6 +7,11 @@ gantry::tool() { go tool -modfile="${GANTRY_ROOT}/hack/tools/go.mod" "$@"; }
 # gantry::k8s_version prints the pinned Kubernetes release, e.g. 1.36.3.
 gantry::k8s_version() { go list -m -f '{{.Version}}' k8s.io/kubernetes | sed 's/^v//'; }
 
+# gantry::module_dir prints the directory of a module of the go.mod in the
+# working directory, downloading it first: `go list -m -f {{.Dir}}` prints
+# nothing for a module not yet in the cache, as on a fresh machine.
+gantry::module_dir() { go mod download -json "$1" | sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p'; }
+
 # gantry::generate_crds regenerates, in the checkout at GANTRY_ROOT, the
 # deepcopy code next to the API types under crds/ and the CRD YAML in
 # crds/manifests (stale files removed).

@@ -13,6 +13,8 @@
 set -euo pipefail
 
 root="${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}"
+GANTRY_ROOT="${root}"
+source "${root}/hack/lib.sh"
 cd "${root}"
 os="$(go env GOOS)"; arch="$(go env GOARCH)"
 platform="${os}/${arch}"
@@ -38,7 +40,7 @@ mkdir -p _output/node
 hack/node-rootfs.sh "${arch}" "_output/node/rootfs-${arch}.tar"
 
 printf '==> node image\n'
-kind_files="$(cd hack/tools/node && go list -m -f '{{.Dir}}' sigs.k8s.io/kind)/images/base/files"
+kind_files="$(cd hack/tools/node && gantry::module_dir sigs.k8s.io/kind)/images/base/files"
 CGO_ENABLED=0 go build -trimpath -o _output/bin/gantry-images ./release/cmd/gantry-images
 args=()
 for a in "${archives[@]}"; do args+=(--archive "${a}"); done

@@ -24,7 +24,7 @@ if [[ -f "${out}" && "$(cat "${out}.key" 2>/dev/null)" == "${key}" ]]; then
   echo "==> ${out} is current"
   exit 0
 fi
-command -v debootstrap >/dev/null || { echo "debootstrap is missing: apt-get install debootstrap (hack/install-deps.sh)" >&2; exit 1; }
+"${root}/hack/install-deps.sh" # debootstrap
 
 work="$(mktemp -d "${root}/_output/node-rootfs.XXXXXX")"
 trap 'rm -rf "${work}"' EXIT
