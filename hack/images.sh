@@ -19,6 +19,8 @@
 set -euo pipefail
 
 root="${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}"
+GANTRY_ROOT="${root}"
+source "${root}/hack/lib.sh"
 cd "${root}"
 platforms="${PLATFORMS:-linux/amd64,linux/arm64}"
 host_platform="$(go env GOOS)/$(go env GOARCH)"
@@ -30,7 +32,7 @@ while read -r key value; do stamp[${key}]="${value}"; done < <(hack/version.sh)
 
 kubeadm_constant() {
   local file
-  file="$(go list -m -f '{{.Dir}}' k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go"
+  file="$(gantry::module_dir k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go"
   sed -nE "s/^\s*$1\s*=\s*\"([^\"]+)\".*/\1/p" "${file}" | head -1
 }
 etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
@@ -47,12 +49,42 @@ if [[ "$(kubeadm_constant CoreDNSVersion)" != "${coredns_version}" ]]; then
   exit 1
 fi
 
+kwok_dir="$(cd hack/tools && gantry::module_dir sigs.k8s.io/kwok)"
+# kwok's own "fast" stages, read from the pinned module: the kwok image runs
+# them (--config=/etc/kwok/stages.yaml), as kwok has none built in.
+kwok_stages=(
+  kustomize/stage/node/fast/node-initialize.yaml
+  kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  kustomize/stage/pod/fast/pod-ready.yaml
+  kustomize/stage/pod/fast/pod-complete.yaml
+  kustomize/stage/pod/fast/pod-delete.yaml
+)
+# write_kwok_stages <rootfs dir> writes <dir>/etc/kwok/stages.yaml.
+write_kwok_stages() {
+  local dir="$1" f first=1
+  for f in "${kwok_stages[@]}"; do
+    [[ -f "${kwok_dir}/${f}" ]] || { echo "kwok stage ${f} missing from sigs.k8s.io/kwok@${kwok_version} (${kwok_dir:-no module dir})" >&2; exit 1; }
+  done
+  rm -rf "${dir}"
+  install -d -m 0755 "${dir}" "${dir}/etc" "${dir}/etc/kwok"
+  {
+    for f in "${kwok_stages[@]}"; do
+      ((first)) || echo '---'
+      first=0
+      cat "${kwok_dir}/${f}"
+    done
+  } > "${dir}/etc/kwok/stages.yaml"
+  chmod 0644 "${dir}/etc/kwok/stages.yaml"
+}
+
 for platform in ${platforms//,/ }; do
   printf '==> binaries for %s\n' "${platform}"
   GOOS="${platform%/*}" GOARCH="${platform#*/}" GANTRY_BUILD_SET=images \
     GANTRY_BIN_DIR="${root}/_output/bin/${platform/\//_}" hack/build.sh
   printf '==> kube-proxy userland for %s (Debian packages)\n' "${platform}"
   hack/debian-rootfs.sh "${platform#*/}" "${root}/_output/bin/${platform/\//_}/rootfs/kube-proxy" nftables iptables
+  printf '==> kwok stages for %s (sigs.k8s.io/kwok@%s)\n' "${platform}" "${kwok_version}"
+  write_kwok_stages "${root}/_output/bin/${platform/\//_}/rootfs/kwok"
 done
 
 printf '==> images (%s)\n' "${platforms}"

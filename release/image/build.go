@@ -133,14 +133,14 @@ func (b *Builder) image(c Component, p Platform, ann map[string]string) (v1.Imag
 	if c.RootFS {
 		dir := filepath.Join(b.BinDir, p.Dir(), "rootfs", c.Name)
 		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("%s's userland: %w (hack/images.sh unpacks it)", c.Name, err)
+			return nil, fmt.Errorf("%s's rootfs: %w (hack/images.sh writes it)", c.Name, err)
 		}
 		rootfs, err := DirFiles(dir)
 		if err != nil {
 			return nil, err
 		}
 		if err := checkLinked(rootfs, p); err != nil {
-			return nil, fmt.Errorf("%s's userland: %w", c.Name, err)
+			return nil, fmt.Errorf("%s's rootfs: %w", c.Name, err)
 		}
 		files = append(files, rootfs...)
 	}

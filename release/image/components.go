@@ -43,9 +43,10 @@ type Component struct {
 	Entrypoint []string
 	// Files are extra entries of the component layer (e.g. empty dirs).
 	Files []File
-	// RootFS adds a userland the component runs programs of: the tree at
-	// <bin-dir>/<os>_<arch>/rootfs/<name>/ (hack/debian-rootfs.sh), whose
-	// programs must load from it alone.
+	// RootFS adds the tree at <bin-dir>/<os>_<arch>/rootfs/<name>/ that
+	// hack/images.sh writes: a userland the component runs programs of
+	// (hack/debian-rootfs.sh), whose programs must load from it alone, or
+	// plain files such as kwok's stages.
 	RootFS bool
 }
 
@@ -86,7 +87,9 @@ func Components(v Versions) []Component {
 	gantry := func(name, desc string) Component {
 		return Component{
 			Name: name, Description: desc, Version: v.Gantry, Upstream: "github.com/gantry-dev/gantry",
-			Tags: []string{TagFor(v.Gantry)}, User: nonRootUser,
+			// The release's tag too, as the Kubernetes images have: the
+			// kind runtime deploys Gantry's workloads by it.
+			Tags: kubeTags, User: nonRootUser,
 			Binaries:   []Binary{{Name: name, Dest: "/" + name}},
 			Entrypoint: []string{"/" + name},
 		}
@@ -118,10 +121,14 @@ func Components(v Versions) []Component {
 			Entrypoint: []string{"/pause"},
 		},
 		{
-			Name: "kwok", Description: "the kwok controller, for the fake nodes of the provisioner's node groups", Version: v.Kwok,
+			Name: "kwok", Description: "the kwok controller, for the fake nodes of the provisioner's node groups, with kwok's fast stages", Version: v.Kwok,
 			Upstream: "sigs.k8s.io/kwok@" + v.Kwok, Tags: []string{v.Kwok}, User: nonRootUser,
-			Binaries:   []Binary{{Name: "kwok", Dest: "/usr/local/bin/kwok"}},
-			Entrypoint: []string{"/usr/local/bin/kwok"},
+			Binaries: []Binary{{Name: "kwok", Dest: "/usr/local/bin/kwok"}},
+			// kwok has no stage built in: /etc/kwok/stages.yaml holds the
+			// pinned module's fast node and pod stages (hack/images.sh).
+			// --config is a list: a Deployment's --config adds to it.
+			Entrypoint: []string{"/usr/local/bin/kwok", "--config=/etc/kwok/stages.yaml"},
+			RootFS:     true,
 		},
 	}
 }

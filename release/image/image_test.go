@@ -215,6 +215,48 @@ func TestBuildIsReproducibleAndComplete(t *testing.T) {
 	}
 }
 
+// TestKwokImageCarriesStages: the kwok image holds the stages file
+// hack/images.sh writes, readable by its non-root user, and starts kwok with
+// it; without the file it is not built.
+func TestKwokImageCarriesStages(t *testing.T) {
+	c := component(t, "kwok")
+	dir := imagetest.BinDir(t, "kwok")
+	b := &Builder{BinDir: dir, Meta: Meta{Created: epoch}}
+	if _, err := b.Build(c, []Platform{amd64}); err == nil || !strings.Contains(err.Error(), "kwok's rootfs") {
+		t.Errorf("without the stages: err = %v", err)
+	}
+	const stages = "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata: {name: node-initialize}\n"
+	imagetest.RootFSFile(t, dir, "kwok", "etc/kwok/stages.yaml", stages)
+	built, err := b.Build(c, []Platform{amd64, arm64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Platform{amd64, arm64} {
+		img := built.Images[p]
+		cf, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"/usr/local/bin/kwok", "--config=/etc/kwok/stages.yaml"}
+		if !slices.Equal(cf.Config.Entrypoint, want) || cf.Config.User != "65532:65532" {
+			t.Errorf("%s: entrypoint %q user %s, want %q as 65532:65532", p, cf.Config.Entrypoint, cf.Config.User, want)
+		}
+		fs := imagetest.Filesystem(t, img)
+		e, ok := fs["etc/kwok/stages.yaml"]
+		switch {
+		case !ok:
+			t.Errorf("%s: no etc/kwok/stages.yaml", p)
+		case e.Content != stages || e.Header.Mode&0o777 != 0o644 || e.Header.Uid != 0:
+			t.Errorf("%s: etc/kwok/stages.yaml mode %o uid %d content %q", p, e.Header.Mode, e.Header.Uid, e.Content)
+		}
+		for _, want := range []string{"etc/passwd", "usr/local/bin/kwok"} {
+			if _, ok := fs[want]; !ok {
+				t.Errorf("%s: no %s", p, want)
+			}
+		}
+	}
+}
+
 func TestBuildRefusesWrongBinaries(t *testing.T) {
 	c := component(t, "pause")
 	dir := t.TempDir()
@@ -275,7 +317,7 @@ func TestLayoutTarballAndPush(t *testing.T) {
 		names = append(names, d.Annotations[annotationContainerdName])
 	}
 	wantNames := []string{
-		"gantry.local/gantry-provisioner:v1.36.3_gantry.0123456789ab",
+		"gantry.local/gantry-provisioner:v1.36.3", "gantry.local/gantry-provisioner:v1.36.3_gantry.0123456789ab",
 		"gantry.local/kube-scheduler:v1.36.3", "gantry.local/kube-scheduler:v1.36.3_gantry.0123456789ab",
 	}
 	if !slices.Equal(names, wantNames) {
@@ -303,8 +345,8 @@ func TestLayoutTarballAndPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pushed) != 3 {
-		t.Errorf("pushed %q, want 3 references", pushed)
+	if len(pushed) != 4 {
+		t.Errorf("pushed %q, want 4 references", pushed)
 	}
 	for _, b := range built {
 		ref, _ := name.NewTag(reg + "/" + b.Component.Name + ":" + TagFor(testVersions.Gantry))

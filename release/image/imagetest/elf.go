@@ -52,16 +52,23 @@ func BinDir(t testing.TB, names ...string) string {
 	return dir
 }
 
-// RootFS makes the userland directory of component name for both
+// RootFS makes the rootfs directory of component name for both
 // platforms under binDir, holding one plain file.
 func RootFS(t testing.TB, binDir, name string) {
 	t.Helper()
+	RootFSFile(t, binDir, name, "etc/placeholder", "x")
+}
+
+// RootFSFile writes one file, at rel inside the rootfs directory of
+// component name, for both platforms under binDir.
+func RootFSFile(t testing.TB, binDir, name, rel, content string) {
+	t.Helper()
 	for _, arch := range []string{"amd64", "arm64"} {
-		dir := filepath.Join(binDir, "linux_"+arch, "rootfs", name, "etc")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		file := filepath.Join(binDir, "linux_"+arch, "rootfs", name, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, "placeholder"), []byte("x"), 0o644); err != nil {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
