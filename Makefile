@@ -5,6 +5,9 @@ BIN := _output/bin
 ARTIFACTS ?= _output/e2e-artifacts
 # Number of kwok nodes for `make up`.
 NODES ?= 3
+# How `make up`, `down`, `status` and `e2e` run clusters: local (processes) or kind (Docker
+# containers of the node image; needs `make node-image`).
+RUNTIME ?= local
 # Repetitions of `make bench`'s Go benchmarks (compare only what one run printed).
 COUNT ?= 3
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
@@ -17,7 +20,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images node-image push up down status e2e unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images node-image push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
 
@@ -44,17 +47,17 @@ node-image: images
 push:
 	go run ./release/cmd/gantry-images push --registry '$(REGISTRY)'
 
-## up: build, then bring up the local cluster (NODES=3).
+## up: build, then bring up the cluster (NODES=3 kwok nodes; RUNTIME=kind adds 2 workers).
 up: build
-	$(BIN)/gantry-cluster up --nodes $(NODES) $(UP_FLAGS)
+	$(BIN)/gantry-cluster up --runtime $(RUNTIME) --nodes $(NODES) $(UP_FLAGS)
 
-## down: remove the local cluster and everything made for it.
+## down: remove the cluster and everything made for it.
 down: build
-	$(BIN)/gantry-cluster down
+	$(BIN)/gantry-cluster down --runtime $(RUNTIME)
 
-## status: whether the local cluster runs, and its components.
+## status: whether the cluster runs, and its components.
 status: build
-	$(BIN)/gantry-cluster status
+	$(BIN)/gantry-cluster status --runtime $(RUNTIME)
 
 ## unit: unit tests (no cluster).
 unit:
@@ -90,7 +93,15 @@ bench-preemption-qps: build
 e2e: build
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
 	$(GINKGO) -v --timeout=40m --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
-		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS))
+		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME)
+
+## e2e-kind: the node image for this machine's platform, then the smoke suite and the narrowing
+## suite on kind clusters (what `make test` runs on kind; `make e2e RUNTIME=kind` runs every suite).
+e2e-kind: build
+	$(MAKE) node-image PLATFORMS=linux/$$(go env GOARCH)
+	rm -rf $(ARTIFACTS)-kind && mkdir -p $(ARTIFACTS)-kind
+	$(GINKGO) -v --timeout=40m --label-filter='!latency' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-kind \
+		./e2e/smoke ./e2e/narrowing -- --artifacts=$(abspath $(ARTIFACTS))-kind --runtime=kind
 
 ## bench-provisioning: gantry-provisioner on a real kube-apiserver with Gantry's scheduler: one
 ## check-capacity request of 1000 pods on 5000 nodes, 100 requests of 10 pods, an atomic scale-up
@@ -112,8 +123,8 @@ lint:
 update:
 	hack/update.sh
 
-## test: what CI runs (verify, unit, build, integration, e2e).
-test: verify unit build integration e2e
+## test: what CI runs (verify, unit, build, integration, e2e, e2e-kind).
+test: verify unit build integration e2e e2e-kind
 
 ## clean: remove the local cluster and _output/.
 clean:

@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/local" // the runtime suites bring up
+	// The runtimes suites bring clusters up with.
+	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/kind"
+	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/local"
 	"github.com/gantry-dev/gantry/test/util"
 )
 
@@ -28,7 +30,16 @@ var (
 	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
 	nodesFlag     = flag.Int("nodes", defaultNodes, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type; a suite may choose its own with WithNodes, which this flag overrides when given)")
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
+	runtimeFlag   = flag.String("runtime", envOr("GANTRY_RUNTIME", "local"), "runtime of a cluster the suite brings up: local or kind")
+	workersFlag   = flag.Int("workers", 2, "worker nodes of a kind cluster the suite brings up, besides its control-plane node")
 )
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
 
 // Labels of the suites, for `make e2e FOCUS=<label>`.
 const (
@@ -195,6 +206,8 @@ func mustJSON(v any) []byte {
 func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 	o := &cluster.Options{
 		Root:          root,
+		Runtime:       *runtimeFlag,
+		Workers:       *workersFlag,
 		Name:          so.clusterName,
 		APIServerArgs: so.apiserverArgs,
 		Nodes:         suiteNodes(so),
@@ -206,6 +219,10 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		// Its own state and kubeconfig, beside the default cluster's.
 		o.WorkDir = filepath.Join(root, "_output", "cluster-"+so.clusterName)
 		o.KubeconfigPath = filepath.Join(root, "_output", "kubeconfig-"+so.clusterName)
+	}
+	if o.Runtime != "local" {
+		// Real nodes boot, pull nothing, and run kubeadm: slower steps.
+		o.Timeout = 5 * time.Minute
 	}
 	return cluster.New(o)
 }

@@ -1,4 +1,4 @@
-package local
+package cluster
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 )
 
-// The node groups the local cluster's provisioner starts with are a valid
+// The node groups the provisioner of every runtime starts with are a valid
 // kwok provider configuration, with the groups the e2e specs use.
 func TestNodeGroups(t *testing.T) {
 	c, err := kwok.ParseConfig([]byte(NodeGroups))

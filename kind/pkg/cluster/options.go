@@ -29,6 +29,13 @@ type Options struct {
 	KubeconfigPath string
 	// Nodes is how many kwok nodes the cluster has.
 	Nodes int
+	// Workers is how many worker nodes a runtime with real nodes (kind)
+	// gives the cluster besides its control-plane node; the local runtime
+	// has none and ignores it.
+	Workers int
+	// NodeImage is the node image of a runtime with real nodes (default
+	// gantry.local/kind-node:<pinned Kubernetes release>, `make node-image`).
+	NodeImage string
 	// APIServerPort pins kube-apiserver's port; 0 picks a free one.
 	APIServerPort int
 	// SchedulerConfig is the KubeSchedulerConfiguration of kube-scheduler
@@ -66,6 +73,9 @@ func (o *Options) Complete() error {
 	}
 	if o.Nodes < 0 {
 		return fmt.Errorf("--nodes must be 0 or more, got %d", o.Nodes)
+	}
+	if o.Workers < 0 {
+		return fmt.Errorf("--workers must be 0 or more, got %d", o.Workers)
 	}
 	if o.APIServerPort < 0 || o.APIServerPort > 65535 {
 		return fmt.Errorf("--port must be a TCP port (0 for any free port), got %d", o.APIServerPort)

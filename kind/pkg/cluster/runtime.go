@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"k8s.io/client-go/rest"
 )
 
 // Runtime creates and removes the control plane of a cluster. It is the
@@ -36,6 +38,25 @@ type Runtime interface {
 	ExportLogs(ctx context.Context, dir string) error
 	// Metrics scrapes a component's Prometheus metrics.
 	Metrics(ctx context.Context, component string) (string, error)
+}
+
+// WorkloadInstaller is implemented by runtimes that run some of Gantry's
+// components as workloads of the cluster they create (the kind runtime:
+// gantry-provisioner and the kwok controller) rather than as processes
+// next to it. Up calls it once the CRDs are established and the control
+// plane holds its leases; it returns when the workloads are available, with
+// a short summary for the progress line.
+type WorkloadInstaller interface {
+	InstallWorkloads(ctx context.Context, cfg *rest.Config) (string, error)
+	// Workloads names them, for the progress line.
+	Workloads() []string
+}
+
+// NodeDescriber is implemented by runtimes whose clusters have real nodes
+// (that run containers) besides the kwok nodes every runtime can add.
+type NodeDescriber interface {
+	// DescribeNodes says which, e.g. "1 control-plane node and 2 workers".
+	DescribeNodes() string
 }
 
 // State is what a runtime knows of its cluster.

@@ -67,7 +67,7 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 // Up creates the cluster, or converges an existing one, and prints progress.
 func (c *Cluster) Up(ctx context.Context) (err error) {
 	o := c.opts
-	fmt.Fprintf(o.Out, "Bringing up Gantry cluster %q (runtime %s, %d nodes)\n", o.Name, c.runtime.Name(), o.Nodes)
+	fmt.Fprintf(o.Out, "Bringing up Gantry cluster %q (runtime %s, %s)\n", o.Name, c.runtime.Name(), c.shape())
 
 	if err := c.runtime.Preflight(ctx); err != nil {
 		return err
@@ -132,6 +132,13 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 	}); err != nil {
 		return c.explain(ctx, err)
 	}
+	if wi, ok := c.runtime.(WorkloadInstaller); ok {
+		if err := c.p.step("deploying "+strings.Join(wi.Workloads(), " and "), func() (string, error) {
+			return wi.InstallWorkloads(ctx, cfg)
+		}); err != nil {
+			return c.explain(ctx, err)
+		}
+	}
 	if err := c.p.step(fmt.Sprintf("creating %d kwok nodes", o.Nodes), func() (string, error) {
 		n, err := nodes.Ensure(ctx, client, nodes.Topology(o.Nodes))
 		if err != nil {
@@ -155,6 +162,15 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 	fmt.Fprintf(o.Out, ".\n  kubeconfig: %s\n  try:        %s --kubeconfig %s get nodes -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type\n",
 		c.Kubeconfig(), c.rel(filepath.Join(o.BinDir, "kubectl")), c.rel(c.Kubeconfig()))
 	return nil
+}
+
+// shape describes the nodes the cluster gets.
+func (c *Cluster) shape() string {
+	kwok := fmt.Sprintf("%d kwok nodes", c.opts.Nodes)
+	if d, ok := c.runtime.(NodeDescriber); ok {
+		return d.DescribeNodes() + ", " + kwok
+	}
+	return kwok
 }
 
 // Down removes the cluster and everything the runtime made for it.
@@ -286,6 +302,8 @@ func (c *Cluster) cleanupAfter(ctx context.Context, err error) error {
 	defer cancel()
 	if xerr := c.runtime.ExportLogs(cctx, dir); xerr == nil {
 		err = fmt.Errorf("%w\n\ncomponent logs exported to %s", err, c.rel(dir))
+	} else {
+		err = fmt.Errorf("%w\n\nexporting component logs to %s failed: %w", err, c.rel(dir), xerr)
 	}
 	if c.opts.Retain {
 		return fmt.Errorf("%w\nthe cluster was kept (--retain); remove it with `make down`", err)

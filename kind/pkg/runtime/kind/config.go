@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
+	"sigs.k8s.io/yaml"
 )
 
 // Paths inside the control-plane node.
@@ -27,10 +28,13 @@ type configParams struct {
 	// ImageRepository is where kubeadm takes the control-plane images from:
 	// the registry part of the preloaded images (gantry.local).
 	ImageRepository string
-	// SchedulerConfig is the host path of the KubeSchedulerConfiguration.
+	// SchedulerConfig is the host path of the KubeSchedulerConfiguration
+	// (nodeSchedulerConfig's output).
 	SchedulerConfig string
 	// APIServerArgs are extra kube-apiserver flags, "name=value".
 	APIServerArgs []string
+	// APIServerPort is the host port of kube-apiserver; 0 lets Docker pick.
+	APIServerPort int
 }
 
 // clusterConfig is the kind configuration of a Gantry cluster: Gantry's node
@@ -77,6 +81,7 @@ func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 			DisableDefaultCNI: true,
 			KubeProxyMode:     v1alpha4.NFTablesProxyMode,
 			PodSubnet:         podSubnet,
+			APIServerPort:     int32(p.APIServerPort),
 		},
 		KubeadmConfigPatches: []string{clusterConfiguration, kubelet},
 	}
@@ -92,4 +97,33 @@ func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 	}
 	v1alpha4.SetDefaultsCluster(c)
 	return c, nil
+}
+
+// schedulerKubeconfig is the kubeconfig kubeadm writes for kube-scheduler.
+const schedulerKubeconfig = "/etc/kubernetes/scheduler.conf"
+
+// nodeSchedulerConfig is the KubeSchedulerConfiguration kube-scheduler runs
+// with in the node: the cluster's, with the client connection kubeadm made
+// for it. kubeadm passes --kubeconfig, but kube-scheduler ignores its flags
+// for what a --config file sets, and defaults the file's kubeconfig to none.
+// A file that names a kubeconfig of its own is refused: no host path means
+// anything inside the node.
+func nodeSchedulerConfig(data []byte) ([]byte, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	}
+	if cfg["kind"] != "KubeSchedulerConfiguration" {
+		return nil, fmt.Errorf("scheduler configuration: kind %v, want KubeSchedulerConfiguration", cfg["kind"])
+	}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	if kc, _ := conn["kubeconfig"].(string); kc != "" && kc != schedulerKubeconfig {
+		return nil, fmt.Errorf("scheduler configuration: clientConnection.kubeconfig %q: on a kind node kube-scheduler uses kubeadm's %s; leave it unset", kc, schedulerKubeconfig)
+	}
+	conn["kubeconfig"] = schedulerKubeconfig
+	cfg["clientConnection"] = conn
+	return yaml.Marshal(cfg)
 }

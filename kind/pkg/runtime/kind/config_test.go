@@ -60,3 +60,24 @@ func TestClusterConfig(t *testing.T) {
 		t.Error("an apiserver flag without a value accepted")
 	}
 }
+
+func TestNodeSchedulerConfig(t *testing.T) {
+	out, err := nodeSchedulerConfig([]byte("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: default-scheduler\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kubeconfig: " + schedulerKubeconfig, "schedulerName: default-scheduler"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("node configuration lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range []string{
+		"kind: KubeSchedulerConfiguration\nclientConnection: {kubeconfig: /root/.kube/config}\n",
+		"kind: KubeProxyConfiguration\n",
+		"{not yaml",
+	} {
+		if _, err := nodeSchedulerConfig([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}

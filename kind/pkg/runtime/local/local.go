@@ -197,31 +197,6 @@ func (r *Runtime) Create(ctx context.Context) error {
 	return r.publishKubeconfig()
 }
 
-// NodeGroups is the kwok node-group configuration gantry-provisioner scales
-// the local cluster with: a general group, and a group one node of every
-// scale-up never comes up in, for rollback tests. Only pods that tolerate
-// its taint (gantry.dev/failure-injection) can land on the latter, so
-// ordinary requests never use it.
-const NodeGroups = `nodeGroups:
-- name: general
-  minSize: 0
-  maxSize: 200
-  labels: {node.kubernetes.io/instance-type: gantry.general}
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-- name: flaky
-  minSize: 0
-  maxSize: 20
-  labels: {node.kubernetes.io/instance-type: gantry.flaky}
-  taints: [{key: gantry.dev/failure-injection, value: "true", effect: NoSchedule}]
-  capacity: {cpu: "8", memory: 32Gi, pods: "110"}
-  failureInjection: {neverReady: 1}
-`
-
-// ScaleDownUnneededTime is how long a node gantry-provisioner created must
-// be unneeded before the local cluster removes it (production's default is
-// 10m; a local cluster is for trying things out).
-const ScaleDownUnneededTime = 20 * time.Second
-
 // writeComponentsConfig writes the kwokctl configuration that adds Gantry's
 // own components to the cluster: gantry-provisioner, simulating with the
 // cluster scheduler's configuration, leader elected as in production,
@@ -253,11 +228,11 @@ components:
   - --scale-down-unneeded-time=%s
   - --scale-down-interval=2s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
-		r.nodeGroupsPath(), ScaleDownUnneededTime)
+		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime)
 	if err := os.MkdirAll(r.o.WorkDir, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(r.nodeGroupsPath(), []byte(NodeGroups), 0o600); err != nil {
+	if err := os.WriteFile(r.nodeGroupsPath(), []byte(cluster.NodeGroups), 0o600); err != nil {
 		return "", err
 	}
 	path := filepath.Join(r.o.WorkDir, r.o.Name+"-gantry-components.yaml")

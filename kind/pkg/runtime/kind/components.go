@@ -1,0 +1,310 @@
+package kind
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/util/wait"
+	kindnodes "sigs.k8s.io/kind/pkg/cluster/nodes"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+)
+
+// component is a control-plane component, by the name of its container on
+// the control-plane node, where all of them run: kubeadm's static pods and
+// Gantry's workloads (pinned there, see kind/config/addons).
+type component struct {
+	name      string
+	container string
+	// endpoint is the component's own HTTP(S) server on the node's
+	// loopback, for metrics and Gantry's endpoints; empty when it has none
+	// reachable that way.
+	endpoint string
+}
+
+var components = []component{
+	{"etcd", "etcd", "http://127.0.0.1:2381"},
+	{"kube-apiserver", "kube-apiserver", "https://127.0.0.1:6443"},
+	{"kube-controller-manager", "kube-controller-manager", "https://127.0.0.1:10257"},
+	{"kube-scheduler", "kube-scheduler", "https://127.0.0.1:10259"},
+	{"kwok-controller", "kwok-controller", ""},
+	{"gantry-provisioner", "provisioner", ""},
+}
+
+func lookup(name string) (component, error) {
+	for _, c := range components {
+		if c.name == name {
+			return c, nil
+		}
+	}
+	return component{}, fmt.Errorf("unknown component %q: the kind runtime runs %s", name, strings.Join((&Runtime{}).Components(), ", "))
+}
+
+// nodeContainer is a container of the control-plane node's container
+// runtime, as kubelet names it.
+type nodeContainer struct {
+	ID, Name string
+	Running  bool
+	// Log is the container's log under /var/log/containers.
+	Log string
+}
+
+// listScript prints, in the control-plane node, kubelet's links to the
+// container logs (named <pod>_<namespace>_<container>-<id>.log), newest
+// first, and containerd's tasks of Kubernetes' namespace with their status.
+// The node image has ctr, not crictl.
+const listScript = `cd /var/log/containers && ls -t | sed 's/^/log /'
+ctr -n k8s.io tasks ls | tail -n +2 | sed 's/^/task /'`
+
+var containerLog = regexp.MustCompile(`^[^_]+_[^_]+_(.+)-([0-9a-f]{64})\.log$`)
+
+// parseContainers reads listScript's output: the containers newest first.
+func parseContainers(out string) []nodeContainer {
+	running := map[string]bool{}
+	var list []nodeContainer
+	for _, line := range strings.Split(out, "\n") {
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 4 && fields[0] == "task":
+			running[fields[1]] = fields[3] == "RUNNING"
+		case len(fields) == 2 && fields[0] == "log":
+			if m := containerLog.FindStringSubmatch(fields[1]); m != nil {
+				list = append(list, nodeContainer{ID: m[2], Name: m[1], Log: "/var/log/containers/" + fields[1]})
+			}
+		}
+	}
+	for i := range list {
+		list[i].Running = running[list[i].ID]
+	}
+	return list
+}
+
+// containers lists the containers of the control-plane node, newest first.
+func (r *Runtime) containers(ctx context.Context) ([]nodeContainer, error) {
+	cp, err := r.cp()
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := cp.CommandContext(ctx, "sh", "-c", listScript).SetStdout(&out).Run(); err != nil {
+		return nil, r.kindError("listing the containers of "+r.controlPlane(), err)
+	}
+	return parseContainers(out.String()), nil
+}
+
+// cp is the control-plane node; commands in it run with `docker exec`.
+func (r *Runtime) cp() (kindnodes.Node, error) {
+	ns, err := r.nodes()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		if n.String() == r.controlPlane() {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster %q has no control-plane node %s", r.o.Name, r.controlPlane())
+}
+
+// Stopped implements cluster.Runtime: the components with no running
+// container on the control-plane node (all of them when the node is down).
+func (r *Runtime) Stopped(ctx context.Context) ([]string, error) {
+	running := map[string]bool{}
+	if up, err := docker(ctx, "inspect", "--format", "{{.State.Running}}", r.controlPlane()); err == nil && up == "true" {
+		list, err := r.containers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range list {
+			if c.Running {
+				running[c.Name] = true
+			}
+		}
+	}
+	var out []string
+	for _, c := range components {
+		if !running[c.container] {
+			out = append(out, c.name)
+		}
+	}
+	return out, nil
+}
+
+// LogTail implements cluster.Runtime: the log of the component's newest
+// container, or kind's own log for "kind".
+func (r *Runtime) LogTail(name string, lines int) (string, error) {
+	if name == "kind" {
+		data, err := os.ReadFile(r.log.path)
+		return tail(string(data), lines), err
+	}
+	c, err := lookup(name)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := r.containers(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, ct := range list {
+		if ct.Name != c.container {
+			continue
+		}
+		cp, err := r.cp()
+		if err != nil {
+			return "", err
+		}
+		var out bytes.Buffer
+		err = cp.CommandContext(ctx, "tail", "-n", strconv.Itoa(lines), ct.Log).SetStdout(&out).Run()
+		return criLogText(out.String()), err
+	}
+	return "", fmt.Errorf("%s has no container on %s", name, r.controlPlane())
+}
+
+// requestScript calls a component's endpoint from inside the control-plane
+// node as the cluster's admin (the client certificate of kubeadm's
+// admin.conf, written to a file only the call's shell reads and removed
+// after), and prints the body and then the status code on a line of its
+// own. -k: the components' serving certificates are self-signed, and the
+// connection never leaves the node's loopback.
+const requestScript = `set -eu
+umask 077
+pem=$(mktemp); trap 'rm -f "$pem"' EXIT
+for k in client-certificate-data client-key-data; do
+  sed -n "s/^ *$k: *//p" /etc/kubernetes/admin.conf | base64 -d >>"$pem"
+done
+set -- -sS -k --cert "$pem" -X "$1" -w '\n%{http_code}' "$2" ${3:+--data-binary @-}
+exec curl "$@"`
+
+// ComponentRequest implements cluster.ComponentClient.
+func (r *Runtime) ComponentRequest(ctx context.Context, name, method, path string, body []byte) (int, []byte, error) {
+	c, err := lookup(name)
+	if err != nil {
+		return 0, nil, err
+	}
+	if c.endpoint == "" {
+		return 0, nil, &cluster.NotSupportedError{Runtime: Name, Reason: name + "'s endpoints are not reachable from its node"}
+	}
+	withBody := ""
+	if body != nil {
+		withBody = "body"
+	}
+	cp, err := r.cp()
+	if err != nil {
+		return 0, nil, err
+	}
+	var out, errOut bytes.Buffer
+	cmd := cp.CommandContext(ctx, "sh", "-c", requestScript, "request", method, c.endpoint+path, withBody).
+		SetStdout(&out).SetStderr(&errOut)
+	if body != nil {
+		cmd.SetStdin(bytes.NewReader(body))
+	}
+	if err := cmd.Run(); err != nil {
+		return 0, nil, fmt.Errorf("%s %s%s: %v: %s", method, name, path, err, strings.TrimSpace(errOut.String()))
+	}
+	code, resp, err := splitStatus(out.Bytes())
+	if err != nil {
+		return 0, nil, fmt.Errorf("%s %s%s: %w", method, name, path, err)
+	}
+	return code, resp, nil
+}
+
+// splitStatus splits requestScript's output into the body and the status
+// code curl printed after it.
+func splitStatus(data []byte) (int, []byte, error) {
+	i := bytes.LastIndexByte(data, '\n')
+	if i < 0 {
+		return 0, nil, fmt.Errorf("no status in curl's output %q", data)
+	}
+	code, err := strconv.Atoi(string(data[i+1:]))
+	if err != nil || code < 100 || code > 599 {
+		return 0, nil, fmt.Errorf("curl printed status %q", data[i+1:])
+	}
+	return code, data[:i], nil
+}
+
+// Metrics implements cluster.Runtime.
+func (r *Runtime) Metrics(ctx context.Context, name string) (string, error) {
+	code, body, err := r.ComponentRequest(ctx, name, "GET", "/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	if code != 200 {
+		return "", &cluster.ComponentHTTPError{Component: name, Method: "GET", Path: "/metrics", StatusCode: code, Body: string(body)}
+	}
+	return string(body), nil
+}
+
+// RestartComponent implements cluster.ComponentRestarter: containerd
+// signals the component's running container, and kubelet starts a new one
+// once it has exited, as after a crash.
+func (r *Runtime) RestartComponent(ctx context.Context, name string, sig syscall.Signal) error {
+	c, err := lookup(name)
+	if err != nil {
+		return err
+	}
+	switch sig {
+	case syscall.SIGTERM, syscall.SIGKILL:
+	default:
+		return fmt.Errorf("restarting %s: signal %v: want SIGTERM or SIGKILL", name, sig)
+	}
+	list, err := r.containers(ctx)
+	if err != nil {
+		return err
+	}
+	old := ""
+	for _, ct := range list {
+		if ct.Name == c.container && ct.Running {
+			old = ct.ID
+			break
+		}
+	}
+	if old == "" {
+		return fmt.Errorf("restarting %s: it has no running container", name)
+	}
+	cp, err := r.cp()
+	if err != nil {
+		return err
+	}
+	if err := cp.CommandContext(ctx, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", unix.SignalName(sig), old).Run(); err != nil {
+		return r.kindError("stopping "+name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, r.timeout(), false, func(ctx context.Context) (bool, error) {
+		list, err := r.containers(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, ct := range list {
+			if ct.Name == c.container && ct.Running && ct.ID != old {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not start again within %s", name, r.timeout())
+	}
+	return nil
+}
+
+// criLogText strips the CRI log format's prefix (time, stream, tag) from
+// each line.
+func criLogText(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if f := strings.SplitN(line, " ", 4); len(f) == 4 {
+			line = f[3]
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
+}

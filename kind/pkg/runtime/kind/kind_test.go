@@ -1,0 +1,170 @@
+package kind
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+)
+
+func TestRequiredVersion(t *testing.T) {
+	dir := t.TempDir()
+	gomod := filepath.Join(dir, "go.mod")
+	content := "module x\n\ngo 1.26\n\nrequire k8s.io/kwok-ish v9.9.9\n\nrequire (\n\tk8s.io/kubernetes v1.36.3\n\tsigs.k8s.io/kwok v0.8.0 // indirect\n)\n"
+	if err := os.WriteFile(gomod, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for module, want := range map[string]string{"k8s.io/kubernetes": "v1.36.3", "sigs.k8s.io/kwok": "v0.8.0", "k8s.io/kwok-ish": "v9.9.9"} {
+		got, err := requiredVersion(gomod, module)
+		if err != nil || got != want {
+			t.Errorf("requiredVersion(%s) = %q, %v; want %q", module, got, err, want)
+		}
+	}
+	if _, err := requiredVersion(gomod, "k8s.io/kube"); err == nil {
+		t.Error("a module that is only a prefix of a required one was found")
+	}
+}
+
+// The repository's own go.mod names the release the node image is tagged with.
+func TestNewDefaultsTheNodeImageToThePinnedRelease(t *testing.T) {
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRuntime(&cluster.Options{Root: root, Name: "x", WorkDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(r.nodeImage, "gantry.local/kind-node:v1.") || r.nodeImage != "gantry.local/kind-node:"+r.kubeVersion {
+		t.Errorf("node image %q for release %q", r.nodeImage, r.kubeVersion)
+	}
+	r, err = newRuntime(&cluster.Options{Root: root, Name: "x", NodeImage: "example.com/node:v1", WorkDir: t.TempDir()})
+	if err != nil || r.nodeImage != "example.com/node:v1" {
+		t.Errorf("--node-image not used: %q, %v", r.nodeImage, err)
+	}
+}
+
+// The workloads are kind/config/addons with the preloaded images and the
+// cluster's configuration.
+func TestRenderWorkloads(t *testing.T) {
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	schedulerConfig := filepath.Join(work, "scheduler.yaml")
+	if err := os.WriteFile(schedulerConfig, []byte("kind: KubeSchedulerConfiguration # marker\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRuntime(&cluster.Options{Root: root, Name: "w", WorkDir: work, SchedulerConfig: schedulerConfig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := r.renderWorkloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]string{}
+	configMaps := map[string]map[string]any{}
+	var provisionerArgs []string
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			containers := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+			c := containers[0].(map[string]any)
+			images[o.GetName()] = c["image"].(string)
+			if o.GetName() == "gantry-provisioner" {
+				for _, a := range c["args"].([]any) {
+					provisionerArgs = append(provisionerArgs, a.(string))
+				}
+			}
+		case "ConfigMap":
+			if o.GetNamespace() == workloadsNamespace {
+				configMaps[o.GetName()], _ = o.Object["data"].(map[string]any)
+			}
+		}
+	}
+	if want := "gantry.local/gantry-provisioner:" + r.kubeVersion; images["gantry-provisioner"] != want {
+		t.Errorf("provisioner image %q, want %q", images["gantry-provisioner"], want)
+	}
+	if !strings.HasPrefix(images["kwok-controller"], "gantry.local/kwok:v0.") {
+		t.Errorf("kwok image %q", images["kwok-controller"])
+	}
+	if got := configMaps["kube-scheduler-config"]["config.yaml"]; got != "kind: KubeSchedulerConfiguration # marker\n" {
+		t.Errorf("kube-scheduler-config holds %q, not the cluster's scheduler configuration", got)
+	}
+	if got := configMaps["gantry-provisioner-node-groups"]["node-groups.yaml"]; got != cluster.NodeGroups {
+		t.Errorf("node groups %q", got)
+	}
+	for _, want := range []string{"--node-group-provider=kwok", "--scale-down-unneeded-time=" + cluster.ScaleDownUnneededTime.String()} {
+		if !slices.Contains(provisionerArgs, want) {
+			t.Errorf("provisioner args %q lack %q", provisionerArgs, want)
+		}
+	}
+}
+
+func TestSplitStatus(t *testing.T) {
+	code, body, err := splitStatus([]byte("line 1\nline 2\n\n204"))
+	if err != nil || code != 204 || string(body) != "line 1\nline 2\n" {
+		t.Errorf("got %d %q %v", code, body, err)
+	}
+	for _, bad := range []string{"", "no status", "body\nabc", "body\n42"} {
+		if _, _, err := splitStatus([]byte(bad)); err == nil {
+			t.Errorf("splitStatus(%q) accepted", bad)
+		}
+	}
+}
+
+func TestRemoveEmptyKubeconfig(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	full := filepath.Join(dir, "full")
+	_ = os.WriteFile(empty, []byte("apiVersion: v1\nkind: Config\nclusters: null\ncontexts: null\n"), 0o600)
+	_ = os.WriteFile(full, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster: {server: https://x}\n"), 0o600)
+	for _, p := range []string{empty, full, filepath.Join(dir, "absent")} {
+		if err := removeEmptyKubeconfig(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(empty); !os.IsNotExist(err) {
+		t.Error("an emptied kubeconfig was kept")
+	}
+	if _, err := os.Stat(full); err != nil {
+		t.Error("a kubeconfig with another cluster was removed")
+	}
+}
+
+func TestParseContainers(t *testing.T) {
+	id := func(c byte) string { return strings.Repeat(string(c), 64) }
+	out := "log kube-scheduler-gantry-control-plane_kube-system_kube-scheduler-" + id('b') + ".log\n" +
+		"log kube-scheduler-gantry-control-plane_kube-system_kube-scheduler-" + id('a') + ".log\n" +
+		"log gantry-provisioner-f8b85c6ff-l6kf6_gantry-system_provisioner-" + id('c') + ".log\n" +
+		"log not-a-container-log.txt\n" +
+		"task " + id('b') + " 4242 RUNNING\n" +
+		"task " + id('a') + " 0 STOPPED\n" +
+		"task " + id('c') + " 77 STOPPED\n"
+	got := parseContainers(out)
+	want := []nodeContainer{
+		{ID: id('b'), Name: "kube-scheduler", Running: true},
+		{ID: id('a'), Name: "kube-scheduler"},
+		{ID: id('c'), Name: "provisioner"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v", got)
+	}
+	for i := range want {
+		if got[i].ID != want[i].ID || got[i].Name != want[i].Name || got[i].Running != want[i].Running || !strings.HasSuffix(got[i].Log, want[i].ID+".log") {
+			t.Errorf("container %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestCRILogText(t *testing.T) {
+	in := "2026-11-25T17:23:47.45Z stderr F I1125 serving.go:411] Generated cert\n2026-11-25T17:23:47.46Z stdout P partial line\n"
+	if got, want := criLogText(in), "I1125 serving.go:411] Generated cert\npartial line\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,206 @@
+package kind
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+)
+
+// workloadsNamespace is where Gantry's workloads run.
+const workloadsNamespace = "gantry-system"
+
+// fieldManager owns the fields the runtime applies.
+const fieldManager = "gantry-cluster"
+
+// workloads are the Deployments of kind/config/addons, by component name.
+var workloads = []struct{ component, deployment string }{
+	{"gantry-provisioner", "gantry-provisioner"},
+	{"kwok-controller", "kwok-controller"},
+}
+
+// Workloads implements cluster.WorkloadInstaller.
+func (r *Runtime) Workloads() []string {
+	out := make([]string, 0, len(workloads))
+	for _, w := range workloads {
+		out = append(out, w.component)
+	}
+	return out
+}
+
+// InstallWorkloads implements cluster.WorkloadInstaller: kind/config/addons
+// with the images preloaded in the node image and the cluster's
+// configuration (the scheduler's profiles gantry-provisioner simulates
+// with, the kwok node groups it scales), applied server-side; it returns
+// when both Deployments are available.
+func (r *Runtime) InstallWorkloads(ctx context.Context, cfg *rest.Config) (string, error) {
+	objs, err := r.renderWorkloads()
+	if err != nil {
+		return "", err
+	}
+	if err := apply(ctx, cfg, objs); err != nil {
+		return "", err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	var summary []string
+	for _, w := range workloads {
+		var d *appsv1.Deployment
+		err := wait.PollUntilContextTimeout(ctx, time.Second, r.timeout(), true, func(ctx context.Context) (bool, error) {
+			d, err = client.AppsV1().Deployments(workloadsNamespace).Get(ctx, w.deployment, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil &&
+				d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
+		})
+		if err != nil {
+			return "", &workloadError{component: w.component, err: fmt.Errorf("Deployment %s/%s not available within %s", workloadsNamespace, w.deployment, r.timeout())}
+		}
+		summary = append(summary, fmt.Sprintf("%s %d/%d", w.component, d.Status.AvailableReplicas, *d.Spec.Replicas))
+	}
+	return strings.Join(summary, ", ") + " available", nil
+}
+
+// workloadError names the component whose Deployment failed, so that Up
+// shows its log.
+type workloadError struct {
+	component string
+	err       error
+}
+
+func (e *workloadError) Error() string     { return e.component + ": " + e.err.Error() }
+func (e *workloadError) Unwrap() error     { return e.err }
+func (e *workloadError) Component() string { return e.component }
+
+// renderWorkloads builds, as `kubectl kustomize` would, a kustomization
+// made for this cluster on top of kind/config/addons.
+func (r *Runtime) renderWorkloads() ([]*unstructured.Unstructured, error) {
+	kwokVersion, err := requiredVersion(filepath.Join(r.o.Root, "hack", "tools", "go.mod"), "sigs.k8s.io/kwok")
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.dir(), "workloads")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	addons, err := filepath.Rel(dir, filepath.Join(r.o.Root, "kind", "config", "addons"))
+	if err != nil {
+		return nil, err
+	}
+	schedulerConfig, err := os.ReadFile(r.o.SchedulerConfig)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- {name: gantry-provisioner, newName: %s/gantry-provisioner, newTag: %s}
+- {name: kwok, newName: %s/kwok, newTag: %s}
+generatorOptions: {disableNameSuffixHash: true}
+configMapGenerator:
+- {name: kube-scheduler-config, namespace: %s, files: [config.yaml]}
+- {name: gantry-provisioner-node-groups, namespace: %s, files: [node-groups.yaml]}
+patches:
+- target: {kind: Deployment, name: gantry-provisioner}
+  patch: |-
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-unneeded-time=%s}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-interval=2s}
+`, addons, DefaultImageRepository, r.kubeVersion, DefaultImageRepository, kwokVersion,
+		workloadsNamespace, workloadsNamespace, cluster.ScaleDownUnneededTime)
+	for name, data := range map[string][]byte{
+		"kustomization.yaml": []byte(kustomization),
+		"config.yaml":        schedulerConfig,
+		"node-groups.yaml":   []byte(cluster.NodeGroups),
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("building %s: %w", dir, err)
+	}
+	var out []*unstructured.Unstructured
+	for _, res := range res.Resources() {
+		m, err := res.Map()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// requiredVersion reads the version of module from a go.mod's require lines.
+func requiredVersion(gomod, module string) (string, error) {
+	data, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", err
+	}
+	re := regexp.MustCompile(`(?m)^\s*(?:require\s+)?` + regexp.QuoteMeta(module) + `\s+(v\S+)`)
+	m := re.FindSubmatch(data)
+	if m == nil {
+		return "", fmt.Errorf("%s requires no %s", gomod, module)
+	}
+	return string(m[1]), nil
+}
+
+// apply applies objs server-side, in order, as fieldManager, taking over
+// fields another manager set (the runtime owns these objects).
+func apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		data, err := yaml.Marshal(obj.Object)
+		if err != nil {
+			return err
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		force := true
+		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyYAMLPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force}); err != nil {
+			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	return nil
+}
