@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bufio"
-	"bytes"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -10,36 +8,17 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // render builds the kustomization in autoscaler/config/dir, as
 // `kubectl apply -k` would, and decodes its objects.
 func render(t *testing.T, dir string) []runtime.Object {
 	t.Helper()
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join("..", "config", dir))
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	data, err := res.AsYaml()
+	objs, err := util.Kustomize(filepath.Join("..", "config", dir))
 	if err != nil {
 		t.Fatal(err)
-	}
-	var objs []runtime.Object
-	r := yaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if err != nil {
-			break
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", dir, err)
-		}
-		objs = append(objs, obj)
 	}
 	return objs
 }

@@ -5,10 +5,6 @@
 package addons_test
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,13 +15,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 const (
@@ -41,30 +34,11 @@ func render(t *testing.T) []runtime.Object {
 
 func renderDir(t *testing.T, dir string) []runtime.Object {
 	t.Helper()
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	data, err := res.AsYaml()
+	objs, err := util.Kustomize(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var objs []runtime.Object
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("%v:\n%s", err, doc)
-		}
-		objs = append(objs, obj)
-	}
+	return objs
 }
 
 func find[T interface {
