@@ -25,14 +25,33 @@ import (
 
 // Flags of every suite (after `--` on the ginkgo command line).
 var (
-	kubeconfigFlag = flag.String("kubeconfig", os.Getenv("KUBECONFIG"),
-		"cluster to test; empty brings up a local cluster for the suite and removes it after")
 	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
 	nodesFlag     = flag.Int("nodes", defaultNodes, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type; a suite may choose its own with WithNodes, which this flag overrides when given)")
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
 	runtimeFlag   = flag.String("runtime", envOr("GANTRY_RUNTIME", "local"), "runtime of a cluster the suite brings up: local or kind")
 	workersFlag   = flag.Int("workers", 2, "worker nodes of a kind cluster the suite brings up, besides its control-plane node")
 )
+
+// kubeconfigFlagName is the suites' --kubeconfig: the cluster to test;
+// empty (and no KUBECONFIG) brings up a cluster for the suite and removes it
+// after. controller-runtime's client/config package registers a flag of
+// that name in its init when none is there yet; whichever package
+// initialises first defines it, and both read the same value.
+const kubeconfigFlagName = "kubeconfig"
+
+func init() {
+	if flag.Lookup(kubeconfigFlagName) == nil {
+		flag.String(kubeconfigFlagName, "", "cluster to test; empty (and no KUBECONFIG) brings up a cluster for the suite and removes it after")
+	}
+}
+
+// kubeconfigFlag is the value of --kubeconfig, else KUBECONFIG.
+func kubeconfigFlag() string {
+	if v := flag.Lookup(kubeconfigFlagName).Value.String(); v != "" {
+		return v
+	}
+	return os.Getenv("KUBECONFIG")
+}
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
@@ -132,9 +151,9 @@ func SetupSuite(opts ...SuiteOption) bool {
 		artifacts := artifactsDir(root)
 		gomega.Expect(os.MkdirAll(artifacts, 0o755)).To(gomega.Succeed())
 		_ = os.Remove(filepath.Join(artifacts, failedMarker))
-		if *kubeconfigFlag != "" {
-			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", *kubeconfigFlag)
-			return mustJSON(suiteCluster{Kubeconfig: *kubeconfigFlag})
+		if kc := kubeconfigFlag(); kc != "" {
+			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", kc)
+			return mustJSON(suiteCluster{Kubeconfig: kc})
 		}
 		c, err := localCluster(root, &so)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())

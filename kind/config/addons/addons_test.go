@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
+	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
@@ -91,10 +91,10 @@ func TestDeploymentsRunOnTheControlPlane(t *testing.T) {
 		if v, ok := spec.NodeSelector[controlPlane]; !ok || v != "" || len(spec.NodeSelector) != 1 {
 			t.Errorf("%s: nodeSelector %v, want only %s: \"\"", name, spec.NodeSelector, controlPlane)
 		}
-		tolerated := slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool {
+		tolerated := slices.ContainsFunc(spec.Tolerations, func(tol v1.Toleration) bool {
 			// kubeadm's taint: the key, no value, NoSchedule.
-			return tol.Key == controlPlane && (tol.Effect == "" || tol.Effect == corev1.TaintEffectNoSchedule) &&
-				(tol.Operator == corev1.TolerationOpExists || tol.Value == "")
+			return tol.Key == controlPlane && (tol.Effect == "" || tol.Effect == v1.TaintEffectNoSchedule) &&
+				(tol.Operator == v1.TolerationOpExists || tol.Value == "")
 		})
 		if !tolerated {
 			t.Errorf("%s: tolerations %v do not tolerate %s:NoSchedule", name, spec.Tolerations, controlPlane)
@@ -160,7 +160,7 @@ func TestRuntimeConfigMapsAreNotRendered(t *testing.T) {
 		t.Errorf("provisioner mounts ConfigMaps %v, want %v", mounted, want)
 	}
 	for _, o := range objs {
-		if cm, ok := o.(*corev1.ConfigMap); ok && slices.Contains(mounted, cm.Name) {
+		if cm, ok := o.(*v1.ConfigMap); ok && slices.Contains(mounted, cm.Name) {
 			t.Errorf("ConfigMap %s/%s is rendered; the runtime creates it", cm.Namespace, cm.Name)
 		}
 	}
@@ -198,7 +198,7 @@ func TestKwokManagesOnlyFakeNodes(t *testing.T) {
 	if cmName != "kwok-options" {
 		t.Fatalf("%s is mounted from ConfigMap %q (volume %q), want kwok-options", dir, cmName, volume)
 	}
-	cm := find[*corev1.ConfigMap](t, objs, namespace, cmName)
+	cm := find[*v1.ConfigMap](t, objs, namespace, cmName)
 	var cfg kwokOptions
 	if err := yaml.UnmarshalStrict([]byte(cm.Data["kwok.yaml"]), &cfg); err != nil {
 		t.Fatalf("kwok-options kwok.yaml: %v\n%s", err, cm.Data["kwok.yaml"])
@@ -233,7 +233,7 @@ func TestKwokManagesOnlyFakeNodes(t *testing.T) {
 			t.Errorf("%s %d, want at least 1", name, n)
 		}
 	}
-	for _, p := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
+	for _, p := range []*v1.Probe{c.ReadinessProbe, c.LivenessProbe} {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
 			t.Errorf("kwok probe %v, want an HTTP GET of /healthz", p)
 			continue
@@ -249,7 +249,7 @@ func TestKwokManagesOnlyFakeNodes(t *testing.T) {
 		}
 	}
 	if !slices.Contains(c.Args, "--node-ip=$(POD_IP)") ||
-		!slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		!slices.ContainsFunc(c.Env, func(e v1.EnvVar) bool {
 			return e.Name == "POD_IP" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP"
 		}) {
 		t.Errorf("kwok args %q env %v: want --node-ip=$(POD_IP) from status.podIP", c.Args, c.Env)
@@ -261,10 +261,10 @@ func TestKwokIsLocked(t *testing.T) {
 	pod, c := d.Spec.Template.Spec.SecurityContext, d.Spec.Template.Spec.Containers[0].SecurityContext
 	switch {
 	case pod == nil || pod.RunAsNonRoot == nil || !*pod.RunAsNonRoot || pod.RunAsUser == nil || *pod.RunAsUser != 65532 ||
-		pod.SeccompProfile == nil || pod.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		pod.SeccompProfile == nil || pod.SeccompProfile.Type != v1.SeccompProfileTypeRuntimeDefault:
 		t.Errorf("kwok pod security context %+v, want non-root 65532 with RuntimeDefault seccomp", pod)
 	case c == nil || c.ReadOnlyRootFilesystem == nil || !*c.ReadOnlyRootFilesystem || c.AllowPrivilegeEscalation == nil ||
-		*c.AllowPrivilegeEscalation || c.Capabilities == nil || !slices.Equal(c.Capabilities.Drop, []corev1.Capability{"ALL"}):
+		*c.AllowPrivilegeEscalation || c.Capabilities == nil || !slices.Equal(c.Capabilities.Drop, []v1.Capability{"ALL"}):
 		t.Errorf("kwok container security context %+v, want a read-only root, no escalation, every capability dropped", c)
 	}
 	if req := d.Spec.Template.Spec.Containers[0].Resources.Requests; req.Cpu().IsZero() || req.Memory().IsZero() {
@@ -305,7 +305,7 @@ func TestKwokRBAC(t *testing.T) {
 	if bound == 0 {
 		t.Fatal("nothing is bound to the kwok-controller ServiceAccount")
 	}
-	_ = find[*corev1.ServiceAccount](t, objs, namespace, "kwok-controller")
+	_ = find[*v1.ServiceAccount](t, objs, namespace, "kwok-controller")
 	for key, verbs := range granted {
 		slices.Sort(verbs)
 		granted[key] = slices.Compact(verbs)

@@ -209,7 +209,7 @@ func (r *Runtime) ComponentRequest(ctx context.Context, name, method, path strin
 		cmd.SetStdin(bytes.NewReader(body))
 	}
 	if err := cmd.Run(); err != nil {
-		return 0, nil, fmt.Errorf("%s %s%s: %v: %s", method, name, path, err, strings.TrimSpace(errOut.String()))
+		return 0, nil, fmt.Errorf("%s %s%s: %w: %s", method, name, path, err, strings.TrimSpace(errOut.String()))
 	}
 	code, resp, err := splitStatus(out.Bytes())
 	if err != nil {
