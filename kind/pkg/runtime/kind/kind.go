@@ -260,9 +260,8 @@ func (r *Runtime) Create(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(r.o.KubeconfigPath), 0o755); err != nil {
 		return err
 	}
-	// kind merges into an existing kubeconfig; Gantry's path holds this
-	// cluster alone.
-	_ = os.Remove(r.o.KubeconfigPath)
+	// kind merges the cluster's context into the kubeconfig (which may be
+	// a user's own, given with --kubeconfig), and down takes it out again.
 	networkMu.Lock()
 	restore := setenv("KIND_EXPERIMENTAL_DOCKER_NETWORK", r.network())
 	err = r.provider.Create(r.o.Name,
