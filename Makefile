@@ -15,6 +15,8 @@ FOCUS ?=
 # Platforms of `make images` (multi-arch indexes) and registry of `make push`.
 PLATFORMS ?= linux/amd64,linux/arm64
 REGISTRY ?=
+# A kind node image to build `make node-image` on instead of Gantry's own root filesystem.
+NODE_BASE_IMAGE ?=
 # Extra flags for gantry-cluster up, e.g. UP_FLAGS="--port 6443 --retain".
 UP_FLAGS ?=
 GINKGO := go tool ginkgo
@@ -40,8 +42,9 @@ images:
 
 ## node-image: the kind node image for this machine's platform (Debian root filesystem, kind's
 ## base files, containerd, kubelet, every image of `make images` preloaded); docker-loaded.
+## NODE_BASE_IMAGE=kindest/node:... builds on that image instead, where it can be pulled.
 node-image: images
-	hack/node-image.sh
+	NODE_BASE_IMAGE='$(NODE_BASE_IMAGE)' hack/node-image.sh
 
 ## push: copy the images of _output/images/oci to REGISTRY (e.g. REGISTRY=registry.example.com/gantry).
 push:

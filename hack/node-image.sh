@@ -9,6 +9,12 @@
 #
 #   _output/images/kind-node.linux-<arch>.tar   gantry.local/kind-node:<kube version> and :<gantry tag>
 #
+# NODE_BASE_IMAGE=<a kind node image, e.g. kindest/node:v1.36.x@sha256:...>
+# builds on that image instead (pulled if absent): Gantry's init, the image
+# import and the images are added; containerd, kubelet and kubeadm are the
+# base's. For machines that can pull; Gantry's own machines cannot, so this
+# path is tested only with a stand-in base (release/node tests).
+#
 # `bazel run //hack:node-image` runs this same script.
 set -euo pipefail
 
@@ -32,20 +38,30 @@ fi
 pause_ref="$(sed -n 's|^\(gantry.local/pause:[^ ]*\) .*|\1|p' _output/images/digests.txt)"
 [[ -n "${pause_ref}" ]] || { echo "_output/images/digests.txt names no pause image" >&2; exit 1; }
 
-printf '==> node binaries for %s\n' "${platform}"
-GANTRY_BUILD_SET=node GANTRY_BIN_DIR="${bin}" hack/build.sh
-
-printf '==> root filesystem\n'
 mkdir -p _output/node
-hack/node-rootfs.sh "${arch}" "_output/node/rootfs-${arch}.tar"
+args=()
+if [[ -n "${NODE_BASE_IMAGE:-}" ]]; then
+  # A kind node image made elsewhere (e.g. kindest/node:v1.36.x@sha256:...,
+  # on machines that can pull it): Gantry adds its init, the image import
+  # and the images, and nothing is built for the node itself.
+  printf '==> base %s\n' "${NODE_BASE_IMAGE}"
+  docker image inspect "${NODE_BASE_IMAGE}" >/dev/null 2>&1 || docker pull --platform "${platform}" "${NODE_BASE_IMAGE}"
+  docker save -o "_output/node/base-${arch}.tar" "${NODE_BASE_IMAGE}"
+  args+=(--base-archive "_output/node/base-${arch}.tar")
+else
+  printf '==> node binaries for %s\n' "${platform}"
+  GANTRY_BUILD_SET=node GANTRY_BIN_DIR="${bin}" hack/build.sh
+
+  printf '==> root filesystem\n'
+  hack/node-rootfs.sh "${arch}" "_output/node/rootfs-${arch}.tar"
+  kind_files="$(cd hack/tools/node && gantry::module_dir sigs.k8s.io/kind)/images/base/files"
+  args+=(--rootfs "_output/node/rootfs-${arch}.tar" --kind-files "${kind_files}" --bin-dir "${bin}")
+fi
 
 printf '==> node image\n'
-kind_files="$(cd hack/tools/node && gantry::module_dir sigs.k8s.io/kind)/images/base/files"
 CGO_ENABLED=0 go build -trimpath -o _output/bin/gantry-images ./release/cmd/gantry-images
-args=()
 for a in "${archives[@]}"; do args+=(--archive "${a}"); done
 _output/bin/gantry-images node \
-  --rootfs "_output/node/rootfs-${arch}.tar" --kind-files "${kind_files}" --bin-dir "${bin}" \
   --platform "${platform}" "${args[@]}" \
   --kube-version "${stamp[STABLE_KUBE_VERSION]}" --gantry-version "${stamp[STABLE_GIT_VERSION]}" \
   --sandbox-image "${pause_ref}" --revision "${stamp[STABLE_GIT_COMMIT]}" --created "${stamp[STABLE_BUILD_DATE]}"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
@@ -85,10 +86,19 @@ type Options struct {
 	Meta         image.Meta
 	// Version is the node image's org.opencontainers.image.version.
 	Version string
+	// Base, when set, is a kind node image (kindest/node, on machines that
+	// can pull it) to build on instead of RootFS, KindFiles and BinDir: it
+	// brings its own root filesystem, containerd, kubelet and kubeadm, and
+	// gets Gantry's node init, the image import at boot, the preloaded
+	// images and /kind/version (see BuildOnBase).
+	Base v1.Image
 }
 
 // Build assembles the node image.
 func Build(o Options) (v1.Image, error) {
+	if o.Base != nil {
+		return BuildOnBase(o)
+	}
 	if o.RootFS == "" || o.KindFiles == "" || o.BinDir == "" || o.KubeVersion == "" || o.SandboxImage == "" {
 		return nil, fmt.Errorf("node image: rootfs, kind files, bin dir, Kubernetes version and sandbox image are all required")
 	}
@@ -112,16 +122,36 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node files: %w", err)
 	}
+	imagesLayer, err := preloaded(o)
+	if err != nil {
+		return nil, err
+	}
+	return image.Assemble(o.Platform, o.Meta.Created, v1.Config{
+		Env:        []string{"container=docker", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		Entrypoint: []string{InitPath, kindEntrypoint, "/sbin/init"},
+		StopSignal: "SIGRTMIN+3",
+	}, annotations(o),
+		image.Step{Layer: rootfs, CreatedBy: "hack/node-rootfs.sh: Debian bookworm"},
+		image.Step{Layer: layer, CreatedBy: "gantry-images node: kind base files, containerd, Kubernetes node binaries"},
+		image.Step{Layer: imagesLayer, CreatedBy: "gantry-images node: preloaded images"},
+	)
+}
+
+// preloaded is the layer of the image archives imported at boot.
+func preloaded(o Options) (v1.Layer, error) {
 	var images []image.File
 	for _, a := range o.Archives {
 		images = append(images, image.File{Path: ImagesDir + "/" + filepath.Base(a), Source: a})
 	}
-	imagesLayer, err := image.Layer(images, o.Meta.Created)
+	layer, err := image.Layer(images, o.Meta.Created)
 	if err != nil {
 		return nil, fmt.Errorf("preloaded images: %w", err)
 	}
+	return layer, nil
+}
 
-	ann := map[string]string{
+func annotations(o Options) map[string]string {
+	return map[string]string{
 		image.AnnotationTitle:       "kind-node",
 		image.AnnotationDescription: "Gantry's kind node: Kubernetes " + o.KubeVersion + " with Gantry's control plane preloaded",
 		image.AnnotationVersion:     o.Version,
@@ -130,15 +160,84 @@ func Build(o Options) (v1.Image, error) {
 		image.AnnotationCreated:     o.Meta.Created.UTC().Format(time.RFC3339),
 		image.AnnotationVendor:      "Gantry",
 	}
-	return image.Assemble(o.Platform, o.Meta.Created, v1.Config{
-		Env:        []string{"container=docker", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
-		Entrypoint: []string{InitPath, kindEntrypoint, "/sbin/init"},
-		StopSignal: "SIGRTMIN+3",
-	}, ann,
-		image.Step{Layer: rootfs, CreatedBy: "hack/node-rootfs.sh: Debian bookworm"},
-		image.Step{Layer: layer, CreatedBy: "gantry-images node: kind base files, containerd, Kubernetes node binaries"},
-		image.Step{Layer: imagesLayer, CreatedBy: "gantry-images node: preloaded images"},
-	)
+}
+
+// BuildOnBase adds Gantry to a kind node image made elsewhere (o.Base):
+// gantry-node-init before the base's entrypoint (host sysctls shadowed,
+// restricted Docker handled), the unit that imports the preloaded images
+// before kubelet starts, the images, and /kind/version set to Gantry's
+// release, so that kubeadm asks for the preloaded control-plane tags (its
+// own version may be another patch release of the same minor, which
+// kubeadm supports). The base keeps its containerd configuration, with its
+// own pause image, and its kubelet, kubeadm and CNI plugins.
+func BuildOnBase(o Options) (v1.Image, error) {
+	if o.KubeVersion == "" {
+		return nil, fmt.Errorf("node image: the Kubernetes version is required")
+	}
+	cf, err := o.Base.ConfigFile()
+	if err != nil {
+		return nil, fmt.Errorf("base image: %w", err)
+	}
+	if cf.OS != o.Platform.OS || cf.Architecture != o.Platform.Arch {
+		return nil, fmt.Errorf("base image is %s/%s, not %s/%s", cf.OS, cf.Architecture, o.Platform.OS, o.Platform.Arch)
+	}
+	entrypoint := cf.Config.Entrypoint
+	if len(entrypoint) == 0 || entrypoint[0] != kindEntrypoint {
+		return nil, fmt.Errorf("base image's entrypoint %q is not kind's %s: not a kind node image", entrypoint, kindEntrypoint)
+	}
+	files := []image.File{
+		{Path: InitPath, Data: nodeInit, Mode: 0o755},
+		{Path: "/kind/bin/gantry-import-images", Data: importImages, Mode: 0o755},
+		{Path: "/etc/systemd/system/gantry-images.service", Data: importUnit},
+		{Path: "/kind/version", Data: []byte(o.KubeVersion)},
+		{Path: "/etc/systemd/system/multi-user.target.wants/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"},
+		{Path: "/etc/systemd/system/kubelet.service.requires/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"},
+	}
+	layer, err := image.Layer(files, o.Meta.Created)
+	if err != nil {
+		return nil, fmt.Errorf("node files: %w", err)
+	}
+	imagesLayer, err := preloaded(o)
+	if err != nil {
+		return nil, err
+	}
+	layerType := types.OCILayer
+	if mt, err := o.Base.MediaType(); err == nil && mt == types.DockerManifestSchema2 {
+		layerType = types.DockerLayer
+	}
+	t := v1.Time{Time: o.Meta.Created.UTC()}
+	img := o.Base
+	for _, l := range []struct {
+		layer v1.Layer
+		by    string
+	}{{layer, "gantry-images node: Gantry's node init and image import"}, {imagesLayer, "gantry-images node: preloaded images"}} {
+		img, err = mutate.Append(img, mutate.Addendum{Layer: l.layer, MediaType: layerType,
+			History: v1.History{Created: t, CreatedBy: l.by, Author: "Gantry"}})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cf, err = img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Entrypoint = append([]string{InitPath}, entrypoint...)
+	ann := annotations(o)
+	if cf.Config.Labels == nil {
+		cf.Config.Labels = map[string]string{}
+	}
+	for k, v := range ann {
+		cf.Config.Labels[k] = v
+	}
+	cf.Created = t
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return nil, err
+	}
+	if layerType == types.DockerLayer {
+		return img, nil // a Docker manifest has no annotations
+	}
+	return mutate.Annotations(img, ann).(v1.Image), nil
 }
 
 // kindFiles reads kind's base files. The module cache makes them read-only

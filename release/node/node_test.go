@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/gantry-dev/gantry/release/image"
 	"github.com/gantry-dev/gantry/release/image/imagetest"
 )
@@ -157,5 +159,85 @@ func TestBuildNeedsItsParts(t *testing.T) {
 	o.RootFS = filepath.Join(t.TempDir(), "missing.tar")
 	if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "root filesystem") {
 		t.Errorf("without a rootfs: err = %v", err)
+	}
+}
+
+// kindBase is a stand-in for kindest/node: kind's entrypoint, a kubelet of
+// its own and a version file Gantry replaces.
+func kindBase(t *testing.T, arch string) v1.Image {
+	t.Helper()
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	layer, err := image.Layer([]image.File{
+		{Path: "/usr/local/bin/entrypoint", Data: []byte("#!/bin/sh\n"), Mode: 0o755},
+		{Path: "/usr/bin/kubelet", Data: []byte("upstream kubelet"), Mode: 0o755},
+		{Path: "/kind/version", Data: []byte("v1.36.1")},
+	}, created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := image.Assemble(image.Platform{OS: "linux", Arch: arch}, created, v1.Config{
+		Entrypoint: []string{kindEntrypoint, "/sbin/init"}, StopSignal: "SIGRTMIN+3", Env: []string{"container=docker"},
+	}, nil, image.Step{Layer: layer, CreatedBy: "kind base"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func TestBuildOnBase(t *testing.T) {
+	o := testOptions(t)
+	o.Base = kindBase(t, "amd64")
+	img, err := Build(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cf.Config.Entrypoint, []string{InitPath, kindEntrypoint, "/sbin/init"}) || cf.Config.StopSignal != "SIGRTMIN+3" {
+		t.Errorf("config: entrypoint %v stop signal %q", cf.Config.Entrypoint, cf.Config.StopSignal)
+	}
+	if cf.Config.Labels[image.AnnotationVersion] != o.Version {
+		t.Errorf("labels %v", cf.Config.Labels)
+	}
+	if layers, _ := img.Layers(); len(layers) != 3 {
+		t.Errorf("%d layers, want the base's, Gantry's files, images", len(layers))
+	}
+	fs := imagetest.Filesystem(t, img)
+	for p, want := range map[string]string{
+		"kind/version": "v1.36.3", "usr/bin/kubelet": "upstream kubelet",
+		"kind/images/pause.linux-amd64.tar": "an archive",
+	} {
+		if fs[p].Content != want {
+			t.Errorf("%s = %q, want %q", p, fs[p].Content, want)
+		}
+	}
+	for _, p := range []string{"kind/bin/gantry-node-init", "kind/bin/gantry-import-images", "etc/systemd/system/gantry-images.service"} {
+		if _, ok := fs[p]; !ok {
+			t.Errorf("%s missing", p)
+		}
+	}
+	if got := fs["etc/systemd/system/kubelet.service.requires/gantry-images.service"].Header.Linkname; got != "/etc/systemd/system/gantry-images.service" {
+		t.Errorf("kubelet does not require the image import: link %q", got)
+	}
+	if _, ok := fs["etc/containerd/config.toml"]; ok {
+		t.Error("the base's containerd configuration was replaced")
+	}
+}
+
+func TestBuildOnBaseRefusesOtherImages(t *testing.T) {
+	o := testOptions(t)
+	o.Base = kindBase(t, "arm64")
+	if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "linux/arm64") {
+		t.Errorf("a base of another platform: %v", err)
+	}
+	notKind, err := image.Assemble(image.Platform{OS: "linux", Arch: "amd64"}, time.Time{}, v1.Config{Entrypoint: []string{"/bin/sh"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Base = notKind
+	if _, err := Build(o); err == nil || !strings.Contains(err.Error(), "not a kind node image") {
+		t.Errorf("a base that is not a kind node: %v", err)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/spf13/cobra"
 
 	"github.com/gantry-dev/gantry/release/image"
@@ -16,6 +18,7 @@ type nodeOptions struct {
 	archives                            []string
 	kubeVersion, gantryVersion          string
 	sandboxImage, out, registry         string
+	baseArchive                         string
 	meta                                metaFlags
 }
 
@@ -38,15 +41,17 @@ func newNode() *cobra.Command {
 	f.StringVar(&o.sandboxImage, "sandbox-image", "", "pause image containerd runs pods with, e.g. gantry.local/pause:3.10.2")
 	f.StringVar(&o.out, "out", "_output/images", "output directory")
 	f.StringVar(&o.registry, "registry", DefaultRegistry, "registry part of the node image's references")
+	f.StringVar(&o.baseArchive, "base-archive", "", "docker-save archive of a kind node image (kindest/node) to build on instead of --rootfs, --kind-files and --bin-dir")
 	o.meta.add(f)
 	return cmd
 }
 
 func (o *nodeOptions) run(cmd *cobra.Command) error {
-	for flag, v := range map[string]string{
-		"rootfs": o.rootfs, "kind-files": o.kindFiles, "bin-dir": o.binDir, "kube-version": o.kubeVersion,
-		"gantry-version": o.gantryVersion, "sandbox-image": o.sandboxImage,
-	} {
+	required := map[string]string{"kube-version": o.kubeVersion, "gantry-version": o.gantryVersion}
+	if o.baseArchive == "" {
+		required["rootfs"], required["kind-files"], required["bin-dir"], required["sandbox-image"] = o.rootfs, o.kindFiles, o.binDir, o.sandboxImage
+	}
+	for flag, v := range required {
 		if v == "" {
 			return fmt.Errorf("--%s is required", flag)
 		}
@@ -60,10 +65,16 @@ func (o *nodeOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("--platform: one of linux/amd64, linux/arm64")
 	}
 	start := time.Now()
+	var base v1.Image
+	if o.baseArchive != "" {
+		if base, err = tarball.ImageFromPath(o.baseArchive, nil); err != nil {
+			return fmt.Errorf("--base-archive %s: %w", o.baseArchive, err)
+		}
+	}
 	img, err := node.Build(node.Options{
 		RootFS: o.rootfs, KindFiles: o.kindFiles, BinDir: o.binDir, Platform: platforms[0], Archives: o.archives,
 		KubeVersion: o.kubeVersion, SandboxImage: o.sandboxImage, Version: o.gantryVersion,
-		Meta: meta,
+		Meta: meta, Base: base,
 	})
 	if err != nil {
 		return err
