@@ -143,37 +143,39 @@ func (r *Runtime) Preflight(ctx context.Context) error {
 	return nil
 }
 
-var shimOnce sync.Once
+var (
+	shimOnce sync.Once
+	shimErr  error
+)
 
 // useDocker puts the docker shim first on this process's PATH when Docker
 // cannot grant --privileged. kind runs the docker CLI it finds on PATH and
 // offers no other hook; the change is made once per process, and only to
 // this process's environment.
 func (r *Runtime) useDocker() error {
-	var err error
-	shimOnce.Do(func() {
-		status, rerr := os.ReadFile("/proc/self/status")
-		if rerr != nil {
-			err = rerr
-			return
+	shimOnce.Do(func() { shimErr = r.setDockerPath() })
+	return shimErr
+}
+
+func (r *Runtime) setDockerPath() error {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return err
+	}
+	env, restricted, err := dockerPath(filepath.Join(r.o.WorkDir, "kind", "bin"), string(status))
+	if err != nil {
+		return err
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if err := os.Setenv(k, v); err != nil {
+			return err
 		}
-		env, restricted, derr := dockerPath(filepath.Join(r.o.WorkDir, "kind", "bin"), string(status))
-		if derr != nil {
-			err = derr
-			return
-		}
-		for _, kv := range env {
-			k, v, _ := strings.Cut(kv, "=")
-			if serr := os.Setenv(k, v); serr != nil {
-				err = serr
-				return
-			}
-		}
-		if restricted {
-			r.log.Warn("Docker cannot grant --privileged here (no CAP_SYS_RESOURCE in the bounding set): kind's docker calls go through Gantry's shim")
-		}
-	})
-	return err
+	}
+	if restricted {
+		r.log.Warn("Docker cannot grant --privileged here (no CAP_SYS_RESOURCE in the bounding set): kind's docker calls go through Gantry's shim")
+	}
+	return nil
 }
 
 // nodes lists the cluster's node containers.
