@@ -146,7 +146,10 @@ func TestRestartMidBooking(t *testing.T) {
 	patient := func(o *app.Options) { o.PlacementTimeout = 30 * time.Second }
 	stop := e.startProvisioner(patient)
 	e.request("default", "resumed", provv1.ClassCheckCapacity, "workers", 5, nil)
-	e.waitCondition("default", "resumed", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonBooking, util.Timeout)
+	// A chain of steps (the provisioner starts, simulates and creates five
+	// reservations): it once took over 30 s in a cold CI run, where the
+	// other packages compile and test at the same time.
+	e.waitCondition("default", "resumed", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonBooking, util.LongTimeout)
 	uid := e.uid("default", "resumed")
 	before := e.bookings(uid)
 	if booked, _ := e.bookedPods(uid); booked != 5 {
