@@ -59,6 +59,7 @@ func (r *Runtime) InstallWorkloads(ctx context.Context, cfg *rest.Config) (strin
 	if err != nil {
 		return "", err
 	}
+	objs = append(objs, kubeProxyOffFakeNodes())
 	if err := apply(ctx, cfg, objs); err != nil {
 		return "", err
 	}
@@ -95,6 +96,26 @@ type workloadError struct {
 func (e *workloadError) Error() string     { return e.component + ": " + e.err.Error() }
 func (e *workloadError) Unwrap() error     { return e.err }
 func (e *workloadError) Component() string { return e.component }
+
+// kubeProxyOffFakeNodes keeps kubeadm's kube-proxy DaemonSet, which
+// tolerates every taint, off the kwok nodes (labelled type=kwok, both the
+// suites' and the provisioner's): kwok would play its pods there, and
+// specs that wait for an idle kwok node would never see one.
+func kubeProxyOffFakeNodes() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "DaemonSet",
+		"metadata": map[string]any{"name": "kube-proxy", "namespace": metav1.NamespaceSystem},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"affinity": map[string]any{"nodeAffinity": map[string]any{
+				"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+					"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{
+						map[string]any{"key": "type", "operator": "NotIn", "values": []any{"kwok"}},
+					}}},
+				},
+			}},
+		}}},
+	}}
+}
 
 // renderWorkloads builds, as `kubectl kustomize` would, a kustomization
 // made for this cluster on top of kind/config/addons.
