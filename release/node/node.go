@@ -185,14 +185,7 @@ func BuildOnBase(o Options) (v1.Image, error) {
 	if len(entrypoint) == 0 || entrypoint[0] != kindEntrypoint {
 		return nil, fmt.Errorf("base image's entrypoint %q is not kind's %s: not a kind node image", entrypoint, kindEntrypoint)
 	}
-	files := []image.File{
-		{Path: InitPath, Data: nodeInit, Mode: 0o755},
-		{Path: "/kind/bin/gantry-import-images", Data: importImages, Mode: 0o755},
-		{Path: "/etc/systemd/system/gantry-images.service", Data: importUnit},
-		{Path: "/kind/version", Data: []byte(o.KubeVersion)},
-		{Path: "/etc/systemd/system/multi-user.target.wants/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"},
-		{Path: "/etc/systemd/system/kubelet.service.requires/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"},
-	}
+	files := append(initFiles(o), image.File{Path: "/etc/systemd/system/multi-user.target.wants/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"})
 	layer, err := image.Layer(files, o.Meta.Created)
 	if err != nil {
 		return nil, fmt.Errorf("node files: %w", err)
@@ -269,19 +262,27 @@ func kindFiles(dir string) ([]image.File, error) {
 	return out, nil
 }
 
-func gantryFiles(o Options) ([]image.File, error) {
-	files := []image.File{
+// initFiles are what every Gantry node has, on Gantry's root filesystem or
+// on another base: the node init, the image import that kubelet requires,
+// and /kind/version.
+func initFiles(o Options) []image.File {
+	return []image.File{
 		{Path: InitPath, Data: nodeInit, Mode: 0o755},
 		{Path: "/kind/bin/gantry-import-images", Data: importImages, Mode: 0o755},
 		{Path: "/etc/systemd/system/gantry-images.service", Data: importUnit},
-		{Path: "/etc/containerd/config.toml", Data: []byte(strings.Replace(containerdConfig, "SANDBOX_IMAGE", o.SandboxImage, 1))},
 		{Path: "/kind/version", Data: []byte(o.KubeVersion)},
-		{Path: "/etc/cni/net.d", Dir: true},
+		{Path: "/etc/systemd/system/kubelet.service.requires/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"},
 	}
+}
+
+func gantryFiles(o Options) ([]image.File, error) {
+	files := append(initFiles(o),
+		image.File{Path: "/etc/containerd/config.toml", Data: []byte(strings.Replace(containerdConfig, "SANDBOX_IMAGE", o.SandboxImage, 1))},
+		image.File{Path: "/etc/cni/net.d", Dir: true},
+	)
 	for _, unit := range enabled {
 		files = append(files, image.File{Path: "/etc/systemd/system/multi-user.target.wants/" + unit, Link: "/etc/systemd/system/" + unit})
 	}
-	files = append(files, image.File{Path: "/etc/systemd/system/kubelet.service.requires/gantry-images.service", Link: "/etc/systemd/system/gantry-images.service"})
 	names := make([]string, 0, len(nodeBinaries))
 	for n := range nodeBinaries {
 		names = append(names, n)
