@@ -71,6 +71,15 @@ const (
 	StateStopped State = "Stopped"
 )
 
+// StateOf is the state of an existing cluster, given the components that
+// are not running: Running when there are none.
+func StateOf(stopped []string) State {
+	if len(stopped) > 0 {
+		return StateStopped
+	}
+	return StateRunning
+}
+
 // RuntimeFactory builds a runtime for the given options.
 type RuntimeFactory func(o *Options) (Runtime, error)
 

@@ -48,9 +48,8 @@ func (r *Runtime) ensureNetwork(ctx context.Context) error {
 		}
 		return nil
 	}
-	k, v, _ := strings.Cut(managedLabel, "=")
 	_, err = docker(ctx, "network", "create", "--driver", "bridge",
-		"--label", k+"="+v, "--label", clusterLabel+"="+r.o.Name, r.network())
+		"--label", managedLabel, "--label", clusterLabel+"="+r.o.Name, r.network())
 	return err
 }
 

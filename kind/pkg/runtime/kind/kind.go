@@ -206,10 +206,7 @@ func (r *Runtime) State(ctx context.Context) (cluster.State, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(stopped) > 0 {
-		return cluster.StateStopped, nil
-	}
-	return cluster.StateRunning, nil
+	return cluster.StateOf(stopped), nil
 }
 
 // owned fails for a kind cluster of the same name that Gantry did not make

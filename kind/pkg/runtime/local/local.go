@@ -117,10 +117,7 @@ func (r *Runtime) State(ctx context.Context) (cluster.State, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(stopped) > 0 {
-		return cluster.StateStopped, nil
-	}
-	return cluster.StateRunning, nil
+	return cluster.StateOf(stopped), nil
 }
 
 // Stopped implements cluster.Runtime by reading kwokctl's pid files.
