@@ -152,3 +152,15 @@ func WriteSpecArtifact(file string, data []byte) {
 		ginkgo.GinkgoWriter.Printf("writing artifact %s: %v\n", file, err)
 	}
 }
+
+// WriteJSON writes v as indented JSON to file; a failure is reported, not
+// fatal.
+func WriteJSON(file string, v any) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		err = os.WriteFile(file, data, 0o644)
+	}
+	if err != nil {
+		ginkgo.GinkgoWriter.Printf("writing %s: %v\n", file, err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
@@ -73,4 +74,52 @@ func (f *Framework) EndSpec(ctx context.Context, nodes []v1.Node, dump func(ctx 
 	if !failed {
 		f.DeleteWorkloads(ctx)
 	}
+}
+
+// RealNodeTaint is the taint WithFakeNodesOnly puts on a cluster's real
+// nodes for the length of a suite.
+var RealNodeTaint = v1.Taint{Key: "e2e.gantry.dev/real-node", Effect: v1.TaintEffectNoSchedule}
+
+// taintRealNodes puts RealNodeTaint on every node that is not a kwok node
+// (labelled type=kwok: the suite's and gantry-provisioner's), and takes it
+// off again after the suite unless the cluster goes with the suite.
+func taintRealNodes(ctx context.Context) error {
+	c := TestContext.Client.CoreV1().Nodes()
+	list, err := c.List(ctx, metav1.ListOptions{LabelSelector: "type notin (kwok)"})
+	if err != nil {
+		return err
+	}
+	for _, n := range list.Items {
+		if err := setTaint(ctx, n.Name, true); err != nil {
+			return err
+		}
+		ginkgo.GinkgoWriter.Printf("node %s tainted %s for the suite: its pods run on kwok nodes only\n", n.Name, RealNodeTaint.ToString())
+		if !TestContext.OwnCluster {
+			ginkgo.DeferCleanup(setTaint, n.Name, false)
+		}
+	}
+	return nil
+}
+
+// setTaint puts RealNodeTaint on node, or takes it off.
+func setTaint(ctx context.Context, node string, on bool) error {
+	c := TestContext.Client.CoreV1().Nodes()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ours := func(t v1.Taint) bool { return t.MatchTaint(&RealNodeTaint) }
+		has := slices.ContainsFunc(n.Spec.Taints, ours)
+		if has == on {
+			return nil
+		}
+		if on {
+			n.Spec.Taints = append(n.Spec.Taints, RealNodeTaint)
+		} else {
+			n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, ours)
+		}
+		_, err = c.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -110,6 +111,7 @@ type suiteOptions struct {
 	clusterName   string
 	apiserverArgs []string
 	nodes         int
+	fakeNodesOnly bool
 	setup         func(ctx context.Context) error
 }
 
@@ -125,6 +127,17 @@ func WithCluster(name string, apiserverArgs ...string) SuiteOption {
 // --nodes wins. It has no effect on a cluster given by --kubeconfig.
 func WithNodes(n int) SuiteOption {
 	return func(o *suiteOptions) { o.nodes = n }
+}
+
+// WithFakeNodesOnly keeps the suite's pods off the cluster's real nodes
+// (a kind cluster's control-plane node and workers), for suites that
+// measure capacity and place pods on their kwok nodes alone: before any
+// spec, every node not labelled type=kwok gets RealNodeTaint (NoSchedule,
+// so what runs there stays), which neither the scheduler nor
+// gantry-provisioner's simulation lets a spec's pod past. A cluster the
+// suite did not make gets its nodes back untainted after the suite.
+func WithFakeNodesOnly() SuiteOption {
+	return func(o *suiteOptions) { o.fakeNodesOnly = true }
 }
 
 // WithSetup runs setup once (on ginkgo process 1) after the cluster is up
@@ -180,12 +193,18 @@ func SetupSuite(opts ...SuiteOption) bool {
 		if c, err := localCluster(root, &so); err == nil && sameFile(c.Kubeconfig(), TestContext.Kubeconfig) {
 			TestContext.Local = c
 		}
+		if so.fakeNodesOnly && ginkgo.GinkgoParallelProcess() == 1 {
+			gomega.Expect(taintRealNodes(context.Background())).To(gomega.Succeed())
+		}
 		if so.setup != nil && ginkgo.GinkgoParallelProcess() == 1 {
 			gomega.Expect(so.setup(context.Background())).To(gomega.Succeed())
 		}
 	}, ginkgo.NodeTimeout(10*time.Minute))
 
 	ginkgo.SynchronizedAfterSuite(func() {}, func(ctx ginkgo.SpecContext) {
+		for _, fn := range slices.Backward(beforeRemoval) {
+			fn(ctx)
+		}
 		failed := fileExists(filepath.Join(TestContext.Artifacts, failedMarker))
 		if TestContext.Local != nil && failed {
 			dir := filepath.Join(TestContext.Artifacts, "component-logs")
@@ -208,6 +227,18 @@ func SetupSuite(opts ...SuiteOption) bool {
 		}
 	})
 	return true
+}
+
+// beforeRemoval are what BeforeClusterRemoval registered.
+var beforeRemoval []func(ctx context.Context)
+
+// BeforeClusterRemoval runs fn at the end of the suite on the process that
+// registered it, while the suite's cluster is still there (a DeferCleanup
+// of a suite's setup runs after the cluster is gone): for a suite's own
+// artifacts, such as the logs of workloads it deployed. The last
+// registered runs first.
+func BeforeClusterRemoval(fn func(ctx context.Context)) {
+	beforeRemoval = append(beforeRemoval, fn)
 }
 
 // suiteCluster is what process 1 tells the others about the cluster.

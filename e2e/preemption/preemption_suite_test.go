@@ -27,7 +27,7 @@ func TestPreemption(t *testing.T) {
 
 // Its own cluster: the specs read kube-scheduler's counters, which pods of
 // anyone else sharing the cluster would move, and raise its log verbosity.
-var _ = framework.SetupSuite(framework.WithCluster("preemption"), framework.WithNodes(3), framework.WithSetup(verboseScheduler))
+var _ = framework.SetupSuite(framework.WithCluster("preemption"), framework.WithFakeNodesOnly(), framework.WithNodes(3), framework.WithSetup(verboseScheduler))
 
 // verboseScheduler raises kube-scheduler's log verbosity to 2 for the
 // suite, so that its log shows each preemption (node, victims, result) when

@@ -23,4 +23,4 @@ func TestProvisioning(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry provisioning suite")
 }
 
-var _ = framework.SetupSuite(framework.WithCluster("provisioning"), framework.WithNodes(2))
+var _ = framework.SetupSuite(framework.WithCluster("provisioning"), framework.WithFakeNodesOnly(), framework.WithNodes(2))

@@ -25,4 +25,4 @@ func TestReservation(t *testing.T) {
 
 // Its own cluster: the specs restart kube-scheduler, which must not disturb
 // a cluster someone else is using.
-var _ = framework.SetupSuite(framework.WithCluster("reservation"), framework.WithNodes(3))
+var _ = framework.SetupSuite(framework.WithCluster("reservation"), framework.WithFakeNodesOnly(), framework.WithNodes(3))

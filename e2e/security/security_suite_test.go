@@ -25,4 +25,4 @@ func TestSecurity(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry security suite")
 }
 
-var _ = framework.SetupSuite(framework.WithCluster("security"), framework.WithNodes(2))
+var _ = framework.SetupSuite(framework.WithCluster("security"), framework.WithFakeNodesOnly(), framework.WithNodes(2))

@@ -14,7 +14,6 @@ type roundRobinProxy struct {
 	ln       net.Listener
 	backends []string
 	next     atomic.Uint64
-	conns    []atomic.Int64
 	wg       sync.WaitGroup
 }
 
@@ -23,22 +22,13 @@ func startProxy(backends ...string) (*roundRobinProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &roundRobinProxy{ln: ln, backends: backends, conns: make([]atomic.Int64, len(backends))}
+	p := &roundRobinProxy{ln: ln, backends: backends}
 	p.wg.Go(p.serve)
 	return p, nil
 }
 
 // Addr is the proxy's host:port.
 func (p *roundRobinProxy) Addr() string { return p.ln.Addr().String() }
-
-// Connections is how many connections each backend got so far.
-func (p *roundRobinProxy) Connections() []int64 {
-	n := make([]int64, len(p.conns))
-	for i := range p.conns {
-		n[i] = p.conns[i].Load()
-	}
-	return n
-}
 
 // Close stops accepting; open connections end with their peers.
 func (p *roundRobinProxy) Close() error {
@@ -53,9 +43,7 @@ func (p *roundRobinProxy) serve() {
 		if err != nil {
 			return
 		}
-		i := int((p.next.Add(1) - 1) % uint64(len(p.backends)))
-		p.conns[i].Add(1)
-		go p.forward(c, p.backends[i])
+		go p.forward(c, p.backends[(p.next.Add(1)-1)%uint64(len(p.backends))])
 	}
 }
 

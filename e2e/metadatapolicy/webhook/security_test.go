@@ -38,6 +38,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/admission/metadatapolicy"
+	admissionmetrics "github.com/gantry-dev/gantry/admission/metrics"
 	"github.com/gantry-dev/gantry/admission/qos"
 	"github.com/gantry-dev/gantry/admission/webhook"
 	"github.com/gantry-dev/gantry/e2e/framework"
@@ -62,7 +64,14 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 
 	ginkgo.It("serves 500 pod creates through both replicas without a failure", func(ctx ginkgo.SpecContext) {
 		tc := framework.TestContext
-		before := proxy.Connections()
+		metrics := metricsClient(ctx)
+		ensureMetricsReaderRole(ctx)
+		reader := serviceAccountToken(ctx, f.Namespace, "load-metrics", "gantry-webhook-metrics-reader")
+		var before []float64
+		// RBAC reaches the replicas' authorizer through an informer.
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			before = served(ctx, g, metrics, reader)
+		}).Should(gomega.Succeed())
 		var failures, unannotated atomic.Int64
 		var mu sync.Mutex
 		var errs []error
@@ -94,8 +103,8 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 		close(jobs)
 		wg.Wait()
 		elapsed := time.Since(start)
-		after := proxy.Connections()
-		report := fmt.Sprintf("%d pod creates (%d in parallel) through 2 gantry-webhook replicas: %d failures, %s (%.0f creates/s); new connections per replica: %d, %d\n",
+		after := served(ctx, gomega.Default, metrics, reader)
+		report := fmt.Sprintf("%d pod creates (%d in parallel) through 2 gantry-webhook replicas: %d failures, %s (%.0f creates/s); requests reviewed per replica: %.0f, %.0f\n",
 			loadPods, loadWorkers, failures.Load(), elapsed.Round(time.Millisecond), float64(loadPods)/elapsed.Seconds(), after[0]-before[0], after[1]-before[1])
 		ginkgo.AddReportEntry("webhook replicas under load", report)
 		fmt.Fprint(ginkgo.GinkgoWriter, report)
@@ -104,7 +113,7 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 		gomega.Expect(failures.Load()).To(gomega.BeZero(), "failed pod creates, the first ones: %v", errors.Join(errs...))
 		gomega.Expect(unannotated.Load()).To(gomega.BeZero(), "pods created without the webhook's QoS annotation")
 		for i := range after {
-			gomega.Expect(after[i]-before[i]).To(gomega.BeNumerically(">", 0), "replica %d got no connection from kube-apiserver: the spec did not exercise both", i)
+			gomega.Expect(after[i]-before[i]).To(gomega.BeNumerically(">", 0), "%s reviewed no request: the spec did not exercise both replicas", replicas[i].name)
 		}
 	})
 
@@ -151,9 +160,9 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 			for _, b := range caBundles(ctx, g) {
 				g.Expect(b).To(gomega.Equal(secret.Data[webhook.CAFile]))
 			}
-			for i, r := range replicas {
+			for _, r := range replicas {
 				code, reason := r.readyz()
-				g.Expect(code).To(gomega.Equal(http.StatusOK), "replica %d: %s", i, reason)
+				g.Expect(code).To(gomega.Equal(http.StatusOK), "%s: %s", r.name, reason)
 			}
 		}).Should(gomega.Succeed())
 	})
@@ -180,8 +189,8 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 			secret, err = secrets.Get(ctx, certSecretName, metav1.GetOptions{})
 			g.Expect(err).NotTo(gomega.HaveOccurred())
 			g.Expect(secret.Data[webhook.CertFile]).NotTo(gomega.Equal(expiredCert), "the expired certificate is still in the Secret")
-			for i, r := range replicas {
-				g.Expect(servedCertificate(r)).To(gomega.Equal(firstPEMBlock(secret.Data[webhook.CertFile])), "replica %d does not serve the Secret's certificate", i)
+			for _, r := range replicas {
+				g.Expect(servedCertificate(r)).To(gomega.Equal(firstPEMBlock(secret.Data[webhook.CertFile])), "%s does not serve the Secret's certificate", r.name)
 			}
 			for _, b := range caBundles(ctx, g) {
 				g.Expect(b).To(gomega.Equal(secret.Data[webhook.CAFile]))
@@ -202,48 +211,81 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 	})
 
 	ginkgo.It("serves metrics only to authenticated and authorized clients", func(ctx ginkgo.SpecContext) {
-		tc := framework.TestContext
-		secret, err := tc.Client.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		roots := x509.NewCertPool()
-		gomega.Expect(roots.AppendCertsFromPEM(secret.Data[webhook.CAFile])).To(gomega.BeTrue())
-		client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-
+		client := metricsClient(ctx)
 		ensureMetricsReaderRole(ctx)
 		noRole := serviceAccountToken(ctx, f.Namespace, "no-metrics", "")
 		reader := serviceAccountToken(ctx, f.Namespace, "metrics-reader", "gantry-webhook-metrics-reader")
 		admin := serviceAccountToken(ctx, f.Namespace, "admin", "cluster-admin")
 
-		get := func(r *replica, token string) (int, string) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", r.metricsPort), nil)
+		get := func(r *replica, token string) int {
+			code, _, err := r.getMetrics(ctx, client, token)
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := client.Do(req)
-			gomega.Expect(err).NotTo(gomega.HaveOccurred())
-			defer resp.Body.Close()
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			return resp.StatusCode, string(body)
+			return code
 		}
-		for i, r := range replicas {
-			code, _ := get(r, "")
-			gomega.Expect(code).To(gomega.Equal(http.StatusUnauthorized), "replica %d, no token", i)
-			code, _ = get(r, "not-a-token")
-			gomega.Expect(code).To(gomega.Equal(http.StatusUnauthorized), "replica %d, a forged token", i)
-			code, _ = get(r, noRole)
-			gomega.Expect(code).To(gomega.Equal(http.StatusForbidden), "replica %d, a ServiceAccount without the metrics role", i)
+		for _, r := range replicas {
+			gomega.Expect(get(r, "")).To(gomega.Equal(http.StatusUnauthorized), "%s, no token", r.name)
+			gomega.Expect(get(r, "not-a-token")).To(gomega.Equal(http.StatusUnauthorized), "%s, a forged token", r.name)
+			gomega.Expect(get(r, noRole)).To(gomega.Equal(http.StatusForbidden), "%s, a ServiceAccount without the metrics role", r.name)
 			for who, token := range map[string]string{"gantry-webhook-metrics-reader": reader, "cluster-admin": admin} {
 				// RBAC reaches the authorizer through an informer.
 				framework.Eventually(ctx, func(g gomega.Gomega) {
-					code, body := get(r, token)
-					g.Expect(code).To(gomega.Equal(http.StatusOK), "replica %d, %s", i, who)
+					code, body, err := r.getMetrics(ctx, client, token)
+					g.Expect(err).NotTo(gomega.HaveOccurred())
+					g.Expect(code).To(gomega.Equal(http.StatusOK), "%s, %s", r.name, who)
 					g.Expect(body).To(gomega.ContainSubstring("# TYPE "))
 				}).Should(gomega.Succeed())
 			}
 		}
 	})
 })
+
+// metricsClient is an HTTPS client for the replicas' metrics that trusts
+// the CA of their certificate Secret as it is now, and checks the name
+// their certificate is for.
+func metricsClient(ctx context.Context) *http.Client {
+	ginkgo.GinkgoHelper()
+	secret, err := framework.TestContext.Client.CoreV1().Secrets(certSecretNamespace).Get(ctx, certSecretName, metav1.GetOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	roots := x509.NewCertPool()
+	gomega.Expect(roots.AppendCertsFromPEM(secret.Data[webhook.CAFile])).To(gomega.BeTrue(), "the Secret's CA")
+	tlsConfig := &tls.Config{RootCAs: roots, ServerName: replicas[0].serverName, MinVersion: tls.VersionTLS12}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+}
+
+// getMetrics GETs the replica's /metrics, with a bearer token unless it is
+// "", and returns the status code and the body.
+func (r *replica) getMetrics(ctx context.Context, client *http.Client, token string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", r.metricsPort), nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("%s: %w", r.name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, string(body), err
+}
+
+// served is, for each replica, how many requests its mutating webhook has
+// reviewed (the count of its gantry_admission_duration_seconds), read with
+// a token allowed GET /metrics.
+func served(ctx context.Context, g gomega.Gomega, client *http.Client, token string) []float64 {
+	out := make([]float64, len(replicas))
+	for i, r := range replicas {
+		code, body, err := r.getMetrics(ctx, client, token)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(code).To(gomega.Equal(http.StatusOK), "%s: GET /metrics: %s", r.name, body)
+		m, err := framework.ParseMetrics(body)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		out[i] = m.Value("gantry_admission_duration_seconds_count", "deployment", admissionmetrics.Webhook, "plugin", metadatapolicy.PluginName)
+	}
+	return out
+}
 
 // wipeCABundles removes the CA bundle of every webhook of both
 // configurations, as a GitOps tool re-applying the manifests would, and

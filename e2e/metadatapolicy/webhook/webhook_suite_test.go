@@ -52,10 +52,12 @@ func TestWebhook(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry MetadataPolicy suite (webhook)")
 }
 
-// configName names both webhook configurations. It is not the shipped
-// name, so that the manifests spec's dry run does not merge into them;
-// shippedIdentity renames them in the shipped RBAC to match.
-const configName = "gantry-webhook-e2e"
+// configName names both webhook configurations. On a cluster whose
+// kube-apiserver runs on this machine (the local runtime) it is not the
+// shipped name, so that the manifests spec's dry run does not merge into
+// them; shippedIdentity renames them in the shipped RBAC to match. Where
+// the suite deploys the shipped manifests, it is the shipped name.
+var configName = "gantry-webhook-e2e"
 
 // skipWebhookLabel on a namespace keeps its requests from the webhook.
 const skipWebhookLabel = "e2e.gantry.dev/skip-webhook"
@@ -63,23 +65,32 @@ const skipWebhookLabel = "e2e.gantry.dev/skip-webhook"
 var (
 	_ = framework.SetupSuite(
 		framework.WithCluster("gantry-webhook", "disable-admission-plugins="+qos.PluginName+","+metadatapolicy.PluginName),
+		// The specs' pods (500 of them in one) belong on kwok nodes, not
+		// pulling images on a kind cluster's workers.
+		framework.WithFakeNodesOnly(),
 		framework.WithSetup(startWebhook),
 	)
 	_ = specs.Register("webhook")
 )
 
-// certSecretNamespace holds the replicas' shared certificate Secret
-// (gantry-system in the shipped Deployment; a namespace of the suite's own
-// here, so that the manifests spec may create and delete gantry-system).
-const certSecretNamespace = "gantry-webhook-e2e"
+// certSecretNamespace holds the replicas' shared certificate Secret:
+// gantry-system where the suite deploys the shipped manifests; a namespace
+// of the suite's own for replicas run as processes, so that the manifests
+// spec may create and delete gantry-system.
+var certSecretNamespace = "gantry-webhook-e2e"
 
 // certSecretName is the shipped Deployment's certificate Secret.
 const certSecretName = "gantry-webhook-cert"
 
-// replica is one gantry-webhook process.
+// replica is one gantry-webhook replica, a process of this machine or a
+// pod of the shipped Deployment, and its three servers as this process
+// reaches them on 127.0.0.1 (a pod's through a port-forward).
 type replica struct {
+	name                          string
 	port, metricsPort, healthPort int
-	log                           string
+	// serverName is what its serving certificate is for.
+	serverName string
+	log        string
 	// secret is its certificate Secret's name.
 	secret string
 }
@@ -87,28 +98,20 @@ type replica struct {
 // ownSecretsEnv, set to true, gives each replica a certificate Secret of
 // its own: the broken configuration of security review finding 5 (each
 // replica its own CA, each injecting it). The "as shipped" specs must then
-// fail; it shows that they can.
+// fail; it shows that they can. Replicas run as processes only.
 const ownSecretsEnv = "GANTRY_E2E_WEBHOOK_OWN_SECRETS"
 
-var (
-	// replicas run as the shipped Deployment's two, behind proxy, which
-	// stands in for the Service: the configurations' URLs point at it.
-	replicas []*replica
-	proxy    *roundRobinProxy
-)
+// replicas are the shipped Deployment's two: on a local cluster, two
+// processes behind proxy, which stands in for the Service (the
+// configurations' URLs point at it); elsewhere, the Deployment's pods.
+var replicas []*replica
 
-// startWebhook runs two gantry-webhook processes from the build output
-// against the suite's cluster, configured as the shipped Deployment's
-// replicas (one certificate Secret, CA injection into both
-// configurations), behind a round-robin TCP proxy, and registers the
-// shipped webhook configurations pointing at the proxy.
+// startWebhook checks that kube-apiserver's own plugins are off, then
+// runs gantry-webhook as processes next to a local cluster's
+// kube-apiserver, or deploys the shipped manifests on any other cluster,
+// and returns when both replicas are ready.
 func startWebhook(ctx context.Context) error {
 	tc := framework.TestContext
-	dir := filepath.Join(tc.Artifacts, "gantry-webhook")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-
 	// The specs prove the webhook only if the API server's own plugins are
 	// off: a dry-run pod must come back without the QoS annotation.
 	dry, err := tc.Client.CoreV1().Pods(metav1.NamespaceDefault).Create(ctx, wrappers.MakePod("probe", metav1.NamespaceDefault).Obj(),
@@ -119,21 +122,56 @@ func startWebhook(ctx context.Context) error {
 	if v, ok := dry.Annotations[qos.Annotation]; ok {
 		return fmt.Errorf("kube-apiserver runs Gantry's in-process plugins (a pod got %s=%s): the webhook suite needs them disabled", qos.Annotation, v)
 	}
+	dir := filepath.Join(tc.Artifacts, "gantry-webhook")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if framework.HostProcesses() {
+		err = startProcesses(ctx, dir)
+	} else {
+		err = deployWebhook(ctx, dir)
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		err := util.Poll(ctx, util.LongTimeout, fmt.Sprintf("gantry-webhook %s ready (see %s)", r.name, r.log), func(ctx context.Context) (bool, error) {
+			code, _ := r.readyz()
+			if os.Getenv(ownSecretsEnv) == "true" {
+				// Replicas with CAs of their own are never both ready: let
+				// the specs show what that does.
+				return code != 0, nil
+			}
+			return code == http.StatusOK, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
+// startProcesses runs two gantry-webhook processes from the build output
+// against the suite's cluster, configured as the shipped Deployment's
+// replicas (one certificate Secret, CA injection into both
+// configurations), behind a round-robin TCP proxy, and registers the
+// shipped webhook configurations pointing at the proxy.
+func startProcesses(ctx context.Context, dir string) error {
+	tc := framework.TestContext
 	if _, err := tc.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: certSecretNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	// A Secret left by an earlier run against the same cluster is reused
 	// (its certificate is valid for 127.0.0.1) or replaced.
 	for i := range 2 {
-		r := &replica{port: freePort(), metricsPort: freePort(), healthPort: freePort(),
+		r := &replica{name: fmt.Sprintf("replica %d", i), port: freePort(), metricsPort: freePort(), healthPort: freePort(), serverName: "127.0.0.1",
 			log: filepath.Join(dir, fmt.Sprintf("gantry-webhook-%d.log", i)), secret: certSecretName}
 		if os.Getenv(ownSecretsEnv) == "true" {
 			r.secret = fmt.Sprintf("%s-%d", certSecretName, i)
 		}
 		replicas = append(replicas, r)
 	}
-	proxy, err = startProxy(webhook.HostPort("127.0.0.1", replicas[0].port), webhook.HostPort("127.0.0.1", replicas[1].port))
+	proxy, err := startProxy(webhook.HostPort("127.0.0.1", replicas[0].port), webhook.HostPort("127.0.0.1", replicas[1].port))
 	if err != nil {
 		return err
 	}
@@ -141,7 +179,27 @@ func startWebhook(ctx context.Context) error {
 
 	// The configurations come first, without a CA bundle: the replicas
 	// inject it, and are ready only once it is there.
-	mutating, validating, err := shippedConfigs(filepath.Join(tc.Root, "admission", "config", "webhooks.yaml"), proxy.Addr())
+	if err := createConfigs(ctx, proxy.Addr()); err != nil {
+		return err
+	}
+	kubeconfig, err := shippedIdentity(ctx, filepath.Join(dir, "kubeconfig"))
+	if err != nil {
+		return err
+	}
+	for _, r := range replicas {
+		if err := r.start(kubeconfig); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createConfigs registers the shipped webhook configurations (see
+// shippedConfigs) and deletes them after the suite unless the cluster goes
+// with it.
+func createConfigs(ctx context.Context, hostPort string) error {
+	tc := framework.TestContext
+	mutating, validating, err := shippedConfigs(filepath.Join(tc.Root, "admission", "config", "webhooks.yaml"), hostPort)
 	if err != nil {
 		return err
 	}
@@ -157,29 +215,6 @@ func startWebhook(ctx context.Context) error {
 		}
 		return deleteConfigs(ctx)
 	})
-	kubeconfig, err := shippedIdentity(ctx, filepath.Join(dir, "kubeconfig"))
-	if err != nil {
-		return err
-	}
-	for _, r := range replicas {
-		if err := r.start(kubeconfig); err != nil {
-			return err
-		}
-	}
-	for i, r := range replicas {
-		err := util.Poll(ctx, util.LongTimeout, fmt.Sprintf("gantry-webhook replica %d ready (see %s)", i, r.log), func(ctx context.Context) (bool, error) {
-			code, _ := r.readyz()
-			if os.Getenv(ownSecretsEnv) == "true" {
-				// Replicas with CAs of their own are never both ready: let
-				// the specs show what that does.
-				return code != 0, nil
-			}
-			return code == http.StatusOK, nil
-		})
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -322,11 +357,11 @@ func (r *replica) readyz() (int, string) {
 }
 
 // shippedConfigs reads the webhook configurations Gantry ships
-// (admission/config/webhooks.yaml) and points them at the webhook process
-// at hostPort: each webhook's clientConfig becomes a URL with the service's
-// path, both configurations are named configName, and the namespace
-// selectors of the webhooks for pods also skip namespaces labelled
-// skipWebhookLabel=true (the latency spec measures "plugins off" there).
+// (admission/config/webhooks.yaml), points them at the webhook process
+// at hostPort unless it is "" (each webhook's clientConfig becomes a URL
+// with the service's path; "" keeps the shipped Service), names both
+// configurations configName, and makes the namespace selectors of the
+// webhooks for pods also skip namespaces labelled skipWebhookLabel=true (the latency spec measures "plugins off" there).
 // Rules, selectors, failure policy, side effects and timeouts stay as
 // shipped.
 func shippedConfigs(file, hostPort string) (*admissionregistrationv1.MutatingWebhookConfiguration, *admissionregistrationv1.ValidatingWebhookConfiguration, error) {
@@ -363,7 +398,9 @@ func shippedConfigs(file, hostPort string) (*admissionregistrationv1.MutatingWeb
 		if c.Service == nil || c.Service.Path == nil {
 			return fmt.Errorf("%s: webhook %s: clientConfig is not a service path gantry-webhook serves", file, name)
 		}
-		c.URL, c.Service = ptr.To("https://"+hostPort+*c.Service.Path), nil
+		if hostPort != "" {
+			c.URL, c.Service = ptr.To("https://"+hostPort+*c.Service.Path), nil
+		}
 		return nil
 	}
 	// skip adds skipWebhookLabel to the namespace selector of a webhook for

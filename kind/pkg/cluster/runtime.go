@@ -59,6 +59,14 @@ type NodeDescriber interface {
 	DescribeNodes() string
 }
 
+// ImageNamer is implemented by runtimes whose nodes run Gantry's images
+// (the kind runtime, whose node image preloads them): Image is the
+// reference of a component's image (e.g. gantry-webhook) that the nodes
+// have, for workloads a test or an operator deploys on the cluster.
+type ImageNamer interface {
+	Image(component string) string
+}
+
 // State is what a runtime knows of its cluster.
 type State string
 

@@ -58,6 +58,7 @@ var (
 	_ cluster.NodeDescriber      = &Runtime{}
 	_ cluster.ComponentClient    = &Runtime{}
 	_ cluster.ComponentRestarter = &Runtime{}
+	_ cluster.ImageNamer         = &Runtime{}
 )
 
 // New returns the kind runtime for o.
@@ -86,6 +87,12 @@ func newRuntime(o *cluster.Options) (*Runtime, error) {
 	r.log = &fileLogger{path: filepath.Join(r.dir(), "kind.log")}
 	r.provider = kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(r.log))
 	return r, nil
+}
+
+// Image implements cluster.ImageNamer: Gantry's images are preloaded in the
+// node image under DefaultImageRepository, tagged with the pinned release.
+func (r *Runtime) Image(component string) string {
+	return DefaultImageRepository + "/" + component + ":" + r.kubeVersion
 }
 
 // kubeVersion reads the pinned Kubernetes release from the checkout's go.mod:
