@@ -98,13 +98,14 @@ e2e: build
 	$(GINKGO) -v --timeout=40m --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME)
 
-## e2e-kind: the node image for this machine's platform, then the smoke suite and the narrowing
-## suite on kind clusters (what `make test` runs on kind; `make e2e RUNTIME=kind` runs every suite).
+## e2e-kind: the node image for this machine's platform, then the smoke, narrowing and
+## MetadataPolicy webhook suites on kind clusters (what `make test` runs on kind; `make e2e
+## RUNTIME=kind` runs every suite).
 e2e-kind: build
 	$(MAKE) node-image PLATFORMS=linux/$$(go env GOARCH)
 	rm -rf $(ARTIFACTS)-kind && mkdir -p $(ARTIFACTS)-kind
 	$(GINKGO) -v --timeout=40m --label-filter='!latency' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-kind \
-		./e2e/smoke ./e2e/narrowing -- --artifacts=$(abspath $(ARTIFACTS))-kind --runtime=kind
+		./e2e/smoke ./e2e/narrowing ./e2e/metadatapolicy/webhook -- --artifacts=$(abspath $(ARTIFACTS))-kind --runtime=kind
 
 ## bench-provisioning: gantry-provisioner on a real kube-apiserver with Gantry's scheduler: one
 ## check-capacity request of 1000 pods on 5000 nodes, 100 requests of 10 pods, an atomic scale-up

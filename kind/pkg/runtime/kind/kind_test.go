@@ -70,8 +70,16 @@ func TestRenderWorkloads(t *testing.T) {
 	images := map[string]string{}
 	configMaps := map[string]map[string]any{}
 	var provisionerArgs []string
+	schedulerBound := false
 	for _, o := range objs {
 		switch o.GetKind() {
+		case "ClusterRoleBinding":
+			// kubeadm's kube-scheduler identity may use Reservations.
+			for _, s := range o.Object["subjects"].([]any) {
+				if s.(map[string]any)["name"] == "system:kube-scheduler" && o.Object["roleRef"].(map[string]any)["name"] == "gantry:kube-scheduler" {
+					schedulerBound = true
+				}
+			}
 		case "Deployment":
 			containers := o.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
 			c := containers[0].(map[string]any)
@@ -98,6 +106,9 @@ func TestRenderWorkloads(t *testing.T) {
 	}
 	if got := configMaps["gantry-provisioner-node-groups"]["node-groups.yaml"]; got != cluster.NodeGroups {
 		t.Errorf("node groups %q", got)
+	}
+	if !schedulerBound {
+		t.Error("no ClusterRoleBinding gives system:kube-scheduler the role gantry:kube-scheduler")
 	}
 	for _, want := range []string{"--node-group-provider=kwok", "--scale-down-unneeded-time=" + cluster.ScaleDownUnneededTime.String()} {
 		if !slices.Contains(provisionerArgs, want) {
