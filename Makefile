@@ -95,7 +95,7 @@ bench-preemption-qps: build
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
-	$(GINKGO) -v --timeout=40m --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
+	$(GINKGO) -v --timeout=$(if $(filter kind,$(RUNTIME)),80m,40m) --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME)
 
 ## e2e-kind: the node image for this machine's platform, then the smoke, narrowing and

@@ -143,7 +143,11 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 		gomega.Expect(r.Status.NodeName).To(gomega.BeEmpty())
 		expectCondition(gomega.Default, r, schedv1alpha1.ConditionReady, metav1.ConditionFalse, "Pending")
 		msg := meta.FindStatusCondition(r.Status.Conditions, schedv1alpha1.ConditionScheduled).Message
-		gomega.Expect(msg).To(gomega.ContainSubstring(fmt.Sprintf("0/%d nodes are available", len(t.nodes))))
+		// Every node of the cluster was considered: the kwok nodes, and on
+		// kind the real ones, which the suite's taint keeps it off.
+		all, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(msg).To(gomega.ContainSubstring(fmt.Sprintf("0/%d nodes are available", len(all.Items))))
 		gomega.Expect(msg).To(gomega.ContainSubstring("Insufficient cpu"))
 		// The reason is the scheduler's diagnosis; a failure of the
 		// scheduler's own machinery (e.g. preemption looking the

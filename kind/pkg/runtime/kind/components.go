@@ -171,22 +171,45 @@ func (r *Runtime) LogTail(name string, lines int) (string, error) {
 }
 
 // requestScript calls a component's endpoint from inside the control-plane
-// node as the cluster's admin (the client certificate of kubeadm's
-// admin.conf, written to a file only the call's shell reads and removed
-// after), and prints the body and then the status code on a line of its
-// own. -k: the components' serving certificates are self-signed, and the
-// connection never leaves the node's loopback.
+// node and prints the body and then the status code on a line of its own.
+// It calls as the cluster's admin (the client certificate of kubeadm's
+// admin.conf) when its first argument is "admin", or as the identity of
+// the bearer token on the first line of its input when it is "token"; the
+// credentials go to a file only the call's shell reads, removed when it
+// exits. The rest of the input is the request's body when the fourth
+// argument is not empty. -k: the components' serving certificates are
+// self-signed, and the connection never leaves the node's loopback.
 const requestScript = `set -eu
 umask 077
-pem=$(mktemp); trap 'rm -f "$pem"' EXIT
-for k in client-certificate-data client-key-data; do
-  sed -n "s/^ *$k: *//p" /etc/kubernetes/admin.conf | base64 -d >>"$pem"
-done
-set -- -sS -k --cert "$pem" -X "$1" -w '\n%{http_code}' "$2" ${3:+--data-binary @-}
-exec curl "$@"`
+creds=$(mktemp); trap 'rm -f "$creds"' EXIT
+if [ "$1" = token ]; then
+  IFS= read -r token
+  printf 'Authorization: Bearer %s\n' "$token" >"$creds"
+  auth="-H @$creds"
+else
+  for k in client-certificate-data client-key-data; do
+    sed -n "s/^ *$k: *//p" /etc/kubernetes/admin.conf | base64 -d >>"$creds"
+  done
+  auth="--cert $creds"
+fi
+curl -sS -k $auth -X "$2" -w '\n%{http_code}' "$3" ${4:+--data-binary @-}`
 
 // ComponentRequest implements cluster.ComponentClient.
 func (r *Runtime) ComponentRequest(ctx context.Context, name, method, path string, body []byte) (int, []byte, error) {
+	return r.request(ctx, name, "", method, path, body)
+}
+
+// ComponentRequestAs is ComponentRequest as the identity of a bearer token
+// (e.g. a ServiceAccount's), for tests of what the component lets others do.
+func (r *Runtime) ComponentRequestAs(ctx context.Context, name, token, method, path string, body []byte) (int, []byte, error) {
+	if token == "" || strings.ContainsAny(token, "\r\n") {
+		return 0, nil, fmt.Errorf("ComponentRequestAs %s %s: no token, or not one line", method, path)
+	}
+	return r.request(ctx, name, token, method, path, body)
+}
+
+// request runs requestScript as the admin, or as token when it is not "".
+func (r *Runtime) request(ctx context.Context, name, token, method, path string, body []byte) (int, []byte, error) {
 	c, err := lookup(name)
 	if err != nil {
 		return 0, nil, err
@@ -194,19 +217,23 @@ func (r *Runtime) ComponentRequest(ctx context.Context, name, method, path strin
 	if c.endpoint == "" {
 		return 0, nil, &cluster.NotSupportedError{Runtime: Name, Reason: name + "'s endpoints are not reachable from its node"}
 	}
-	withBody := ""
+	as, withBody := "admin", ""
+	var in []byte
+	if token != "" {
+		as, in = "token", []byte(token+"\n")
+	}
 	if body != nil {
-		withBody = "body"
+		withBody, in = "body", append(in, body...)
 	}
 	cp, err := r.cp()
 	if err != nil {
 		return 0, nil, err
 	}
 	var out, errOut bytes.Buffer
-	cmd := cp.CommandContext(ctx, "sh", "-c", requestScript, "request", method, c.endpoint+path, withBody).
+	cmd := cp.CommandContext(ctx, "sh", "-c", requestScript, "request", as, method, c.endpoint+path, withBody).
 		SetStdout(&out).SetStderr(&errOut)
-	if body != nil {
-		cmd.SetStdin(bytes.NewReader(body))
+	if in != nil {
+		cmd.SetStdin(bytes.NewReader(in))
 	}
 	if err := cmd.Run(); err != nil {
 		return 0, nil, fmt.Errorf("%s %s%s: %w: %s", method, name, path, err, strings.TrimSpace(errOut.String()))
