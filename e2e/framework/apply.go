@@ -14,31 +14,12 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/gantry-dev/gantry/test/util"
 )
 
 // ApplyFieldManager owns what the suites apply.
 const ApplyFieldManager = "gantry-e2e"
-
-// Render builds the kustomization in dir, as `kubectl kustomize` would.
-func Render(dir string) ([]*unstructured.Unstructured, error) {
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
-	}
-	var out []*unstructured.Unstructured
-	for _, r := range res.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
-}
 
 // Applier applies objects server-side to the suite's cluster and deletes
 // them again.

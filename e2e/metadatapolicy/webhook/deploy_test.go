@@ -20,6 +20,7 @@ import (
 
 	"github.com/gantry-dev/gantry/admission/qos"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -204,7 +205,7 @@ patches:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return nil, err
 	}
-	return framework.Render(dir)
+	return cluster.Render(dir)
 }
 
 // savePodLogs writes the log of each pod, and the events of their

@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
@@ -163,19 +161,7 @@ patches:
 			return nil, err
 		}
 	}
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("building %s: %w", dir, err)
-	}
-	var out []*unstructured.Unstructured
-	for _, res := range res.Resources() {
-		m, err := res.Map()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
+	return cluster.Render(dir)
 }
 
 // requiredVersion reads the version of module from a go.mod's require lines.
