@@ -61,6 +61,13 @@ if [[ "${build_set}" == node ]]; then
       github.com/containernetworking/plugins/plugins/main/ptp github.com/containernetworking/plugins/plugins/main/bridge \
       github.com/containernetworking/plugins/plugins/meta/portmap
   )
+  crictl_version="$(cd hack/tools/crictl && go list -m -f '{{.Version}}' sigs.k8s.io/cri-tools)"
+  step "crictl (${crictl_version})"
+  (
+    cd hack/tools/crictl
+    go build -ldflags "-s -w -X 'sigs.k8s.io/cri-tools/pkg/version.Version=${crictl_version}'" -o "${out}/" \
+      sigs.k8s.io/cri-tools/cmd/crictl
+  )
   step "done: $(cd "${out}" && ls | tr '\n' ' ')"
   exit 0
 fi

@@ -28,7 +28,7 @@ vet() { go vet ./...; }
 
 tidy() {
   local m
-  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node; do
+  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl; do
     (cd "${m}" && go mod tidy -diff) || return 1
   done
 }

@@ -52,8 +52,8 @@ const (
 var nodeBinaries = map[string]string{
 	"kubelet": "/usr/bin/kubelet", "kubeadm": "/usr/bin/kubeadm", "kubectl": "/usr/bin/kubectl",
 	"containerd": "/usr/local/bin/containerd", "ctr": "/usr/local/bin/ctr",
-	"containerd-shim-runc-v2": "/usr/local/bin/containerd-shim-runc-v2",
-	"host-local":              "/opt/cni/bin/host-local", "loopback": "/opt/cni/bin/loopback",
+	"containerd-shim-runc-v2": "/usr/local/bin/containerd-shim-runc-v2", "crictl": "/usr/local/bin/crictl",
+	"host-local": "/opt/cni/bin/host-local", "loopback": "/opt/cni/bin/loopback",
 	"ptp": "/opt/cni/bin/ptp", "bridge": "/opt/cni/bin/bridge", "portmap": "/opt/cni/bin/portmap",
 }
 
