@@ -79,8 +79,8 @@ func deployWebhook(ctx context.Context, dir string) error {
 		if tc.OwnCluster {
 			return nil
 		}
-		if namespaceExisted {
-			rest = rest[1:] // the Namespace comes first, and stays
+		if namespaceExisted { // it stays, with what else runs there
+			rest = slices.DeleteFunc(rest, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 		}
 		return applier.Delete(ctx, rest)
 	})
