@@ -22,7 +22,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images node-image push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
 
@@ -45,6 +45,11 @@ images:
 ## NODE_BASE_IMAGE=kindest/node:... builds on that image instead, where it can be pulled.
 node-image: images
 	NODE_BASE_IMAGE='$(NODE_BASE_IMAGE)' hack/node-image.sh
+
+## manifests: config/overlays/{managed,full} rendered into _output/manifests/gantry-<overlay>.yaml,
+## every image pinned by the digest `make images` built (REGISTRY: where they will be pulled from).
+manifests: images
+	go run ./release/cmd/gantry-images manifests --registry '$(or $(REGISTRY),gantry.local)'
 
 ## push: copy the images of _output/images/oci to REGISTRY (e.g. REGISTRY=registry.example.com/gantry).
 push:

@@ -86,6 +86,17 @@ if [[ "${build_set}" == images ]]; then
     ./scheduler/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-proxy
+  # The stock control plane (`gantry-cluster up --control-plane stock`):
+  # upstream's kube-apiserver and kube-scheduler from the same pinned module,
+  # unpatched, stamped with the plain release (no commit: it is upstream's
+  # source as tagged, not Gantry's).
+  step "kube-apiserver, kube-scheduler: upstream's, unpatched (${k8s_version})"
+  upstream_ldflags="${k8s_ldflags[*]}"
+  upstream_ldflags="${upstream_ldflags//${git_version}/${k8s_version}}"
+  upstream_ldflags="${upstream_ldflags//${stamp[STABLE_GIT_COMMIT]}/}"
+  for cmd in kube-apiserver kube-scheduler; do
+    go build -ldflags "${upstream_ldflags}" -o "${out}/${cmd}-upstream" "k8s.io/kubernetes/cmd/${cmd}"
+  done
 else
   step "kube-scheduler (Gantry), kube-controller-manager, kubectl (${git_version})"
   go build -ldflags "${k8s_ldflags[*]}" -o "${out}/" \

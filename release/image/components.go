@@ -94,9 +94,21 @@ func Components(v Versions) []Component {
 			Entrypoint: []string{"/" + name},
 		}
 	}
+	// upstream is one of upstream's control-plane components, unpatched, for
+	// a stock control plane (`gantry-cluster up --control-plane stock`): the
+	// image <name>-upstream runs it under its own name, as kubeadm's static
+	// pods call it.
+	upstream := func(name string) Component {
+		c := k8s(name, "upstream's "+name+", unpatched, built from the pinned Kubernetes source (the stock control plane)", v.Kube)
+		c.Name = name + "-upstream"
+		c.Binaries = []Binary{{Name: c.Name, Dest: "/usr/local/bin/" + name}}
+		return c
+	}
 	return []Component{
 		k8s("kube-apiserver", "Gantry's kube-apiserver: upstream's with gated placement narrowing and Gantry's admission plugins", v.Gantry+".patched"),
 		k8s("kube-scheduler", "Gantry's kube-scheduler: upstream's with Gantry's plugins, extension layer and profiles", v.Gantry),
+		upstream("kube-apiserver"),
+		upstream("kube-scheduler"),
 		k8s("kube-controller-manager", "kube-controller-manager built from the pinned Kubernetes source", v.Gantry),
 		kubeProxy(k8s("kube-proxy", "kube-proxy built from the pinned Kubernetes source, with nft and iptables from Debian", v.Gantry)),
 		gantry("gantry-provisioner", "Gantry's ProvisioningRequest processor (check-capacity and atomic scale-up)"),

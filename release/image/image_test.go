@@ -371,4 +371,19 @@ func TestLayoutTarballAndPush(t *testing.T) {
 	if _, err := Push(filepath.Join(out, "nothing"), reg); err == nil || !strings.Contains(err.Error(), "make images") {
 		t.Errorf("push of a missing layout: err = %v", err)
 	}
+
+	// The layout's digests, which `make manifests` pins, are those pushed.
+	digests, err := LayoutDigests(layoutDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(digests) != len(pushed) {
+		t.Errorf("layout digests %v, want one per pushed reference %q", digests, pushed)
+	}
+	for _, p := range pushed {
+		ref, digest, _ := strings.Cut(strings.TrimPrefix(p, reg+"/"), "@")
+		if got := digests["gantry.local/"+ref]; got != digest {
+			t.Errorf("layout digest of gantry.local/%s: %q, pushed %s", ref, got, digest)
+		}
+	}
 }

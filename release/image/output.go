@@ -137,15 +137,7 @@ func imageSize(img v1.Image) (int64, error) {
 // repository and tag of its reference (the registry part is replaced), and
 // returns the references it pushed, sorted.
 func Push(dir, registry string, opts ...remote.Option) ([]string, error) {
-	p, err := layout.FromPath(dir)
-	if err != nil {
-		return nil, fmt.Errorf("read %s (run `make images` first): %w", dir, err)
-	}
-	root, err := p.ImageIndex()
-	if err != nil {
-		return nil, err
-	}
-	m, err := root.IndexManifest()
+	root, m, err := readLayout(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -172,4 +164,40 @@ func Push(dir, registry string, opts ...remote.Option) ([]string, error) {
 	}
 	sort.Strings(pushed)
 	return pushed, nil
+}
+
+// readLayout opens the OCI layout WriteLayout wrote at dir.
+func readLayout(dir string) (v1.ImageIndex, *v1.IndexManifest, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s (run `make images` first): %w", dir, err)
+	}
+	root, err := p.ImageIndex()
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := root.IndexManifest()
+	if err != nil {
+		return nil, nil, err
+	}
+	return root, m, nil
+}
+
+// LayoutDigests returns the digest of every reference of the OCI layout
+// WriteLayout wrote at dir (e.g. "gantry.local/kube-scheduler:v1.36.3" to
+// its multi-arch index's "sha256:...").
+func LayoutDigests(dir string) (map[string]string, error) {
+	_, m, err := readLayout(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(m.Manifests))
+	for _, desc := range m.Manifests {
+		ref := desc.Annotations[annotationContainerdName]
+		if ref == "" {
+			return nil, fmt.Errorf("%s: layout entry %s has no %s annotation", dir, desc.Digest, annotationContainerdName)
+		}
+		out[ref] = desc.Digest.String()
+	}
+	return out, nil
 }

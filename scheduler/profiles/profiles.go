@@ -33,9 +33,20 @@ func Gantry() configv1.KubeSchedulerProfile {
 	return p
 }
 
-// BestEffortProfile is the local cluster's second profile, which
+// BestEffortProfile is the second profile of Gantry's scheduler, which
 // MetadataPolicies can route pods to (e.g. BestEffort pods).
 const BestEffortProfile = "gantry-best-effort"
+
+// SecondSchedulerName is the name Gantry's kube-scheduler answers to where it
+// runs beside the cluster's own scheduler (a managed cluster,
+// config/overlays/managed): pods that name it are Gantry's, every other pod
+// is left to the cluster's scheduler. Its leader lease has the same name,
+// in SecondSchedulerNamespace.
+const SecondSchedulerName = "gantry-scheduler"
+
+// SecondSchedulerNamespace is where the second scheduler runs and keeps its
+// leader lease.
+const SecondSchedulerNamespace = "gantry-system"
 
 // LocalTerminalReservationTTL is how long the local cluster keeps a
 // terminal reservation (production's default is 10m; a local cluster is for
@@ -43,9 +54,8 @@ const BestEffortProfile = "gantry-best-effort"
 const LocalTerminalReservationTTL = 2 * time.Minute
 
 // LocalCluster returns the profiles of the local cluster's kube-scheduler:
-// Gantry's profile as default-scheduler, and as gantry-best-effort, which
-// also leaves NodeResourcesBalancedAllocation out of scoring. Both give
-// Reservation the same args, as the plugin requires.
+// Cluster(default-scheduler) with terminal reservations kept only
+// LocalTerminalReservationTTL.
 func LocalCluster() []configv1.KubeSchedulerProfile {
 	args, err := json.Marshal(gantryconfigv1.ReservationArgs{
 		TerminalReservationTTL: &metav1.Duration{Duration: LocalTerminalReservationTTL},
@@ -53,10 +63,20 @@ func LocalCluster() []configv1.KubeSchedulerProfile {
 	if err != nil {
 		panic(err)
 	}
-	pluginConfig := []configv1.PluginConfig{{Name: "Reservation", Args: runtime.RawExtension{Raw: args}}}
+	return cluster(v1.DefaultSchedulerName, []configv1.PluginConfig{{Name: "Reservation", Args: runtime.RawExtension{Raw: args}}})
+}
 
+// Cluster returns the profiles of Gantry's kube-scheduler in a cluster:
+// Gantry's profile as name, and as gantry-best-effort, which also leaves
+// NodeResourcesBalancedAllocation out of scoring; the plugins keep their
+// default args.
+func Cluster(name string) []configv1.KubeSchedulerProfile { return cluster(name, nil) }
+
+// cluster is Cluster with pluginConfig given to both profiles, as
+// Reservation requires of profiles that run it.
+func cluster(name string, pluginConfig []configv1.PluginConfig) []configv1.KubeSchedulerProfile {
 	def := Gantry()
-	def.SchedulerName = ptr.To(v1.DefaultSchedulerName)
+	def.SchedulerName = ptr.To(name)
 	def.PluginConfig = pluginConfig
 
 	be := Gantry()
@@ -87,6 +107,21 @@ func Generated() map[string][]byte {
 			"# NodeResourcesBalancedAllocation. Every profile that runs Reservation gives\n"+
 			"# it the same args. `gantry-cluster --scheduler-config` takes another file.\n",
 			LocalCluster()...),
+		"config/overlays/full/kube-scheduler.yaml": Config(marker+
+			"# The configuration of Gantry's kube-scheduler where it is the cluster's\n"+
+			"# scheduler (config/overlays/full): Gantry's profile as default-scheduler,\n"+
+			"# and as gantry-best-effort, without NodeResourcesBalancedAllocation\n"+
+			"# scores. Run kube-scheduler with it; gantry-provisioner simulates with\n"+
+			"# the same profiles (ConfigMap kube-scheduler-config). Replace both\n"+
+			"# together, never one alone.\n",
+			Cluster(v1.DefaultSchedulerName)...),
+		"scheduler/config/second-scheduler/kube-scheduler.yaml": SecondSchedulerConfig(marker+
+			"# Gantry's kube-scheduler beside the cluster's own (config/overlays/managed):\n"+
+			"# Gantry's profile as gantry-scheduler, and as gantry-best-effort; only pods\n"+
+			"# that name one of them are Gantry's. Its leader lease is its own\n"+
+			"# (gantry-system/gantry-scheduler), so it never contends with the cluster's\n"+
+			"# kube-scheduler. gantry-provisioner simulates with the same profiles.\n",
+			Cluster(SecondSchedulerName)...),
 		"scheduler/bench/testdata/gantry-scheduler-config.yaml": Config(marker+
 			"# Gantry's profile for scheduler_perf: upstream's defaults plus every Gantry\n"+
 			"# plugin, as Gantry's profile configures them.\n",
@@ -97,9 +132,22 @@ func Generated() map[string][]byte {
 // Config renders a KubeSchedulerConfiguration of profiles, after header
 // (comment lines).
 func Config(header string, profiles ...configv1.KubeSchedulerProfile) []byte {
+	return render(header, "", profiles)
+}
+
+// SecondSchedulerConfig is Config with leader election on the lease
+// SecondSchedulerNamespace/SecondSchedulerName.
+func SecondSchedulerConfig(header string, profiles ...configv1.KubeSchedulerProfile) []byte {
+	return render(header, "leaderElection:\n  leaderElect: true\n  resourceLock: leases\n"+
+		"  resourceName: "+SecondSchedulerName+"\n  resourceNamespace: "+SecondSchedulerNamespace+"\n", profiles)
+}
+
+func render(header, leaderElection string, profiles []configv1.KubeSchedulerProfile) []byte {
 	var b strings.Builder
 	b.WriteString(header)
-	b.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n")
+	b.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+	b.WriteString(leaderElection)
+	b.WriteString("profiles:\n")
 	for _, p := range profiles {
 		b.WriteString("- schedulerName: " + scalar(ptr.Deref(p.SchedulerName, "")) + "\n")
 		p.SchedulerName = nil

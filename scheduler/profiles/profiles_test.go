@@ -59,8 +59,10 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // nothing is dropped or changed on the way.
 func TestRenderingRoundTrips(t *testing.T) {
 	for name, ps := range map[string][]configv1.KubeSchedulerProfile{
-		"local cluster":  profiles.LocalCluster(),
-		"scheduler_perf": profiles.SchedulerPerf(),
+		"local cluster":    profiles.LocalCluster(),
+		"cluster":          profiles.Cluster("default-scheduler"),
+		"second scheduler": profiles.Cluster(profiles.SecondSchedulerName),
+		"scheduler_perf":   profiles.SchedulerPerf(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var cfg configv1.KubeSchedulerConfiguration
@@ -91,6 +93,25 @@ func TestRenderingRoundTrips(t *testing.T) {
 	p := profiles.Gantry()
 	if p.Plugins == nil || len(p.Plugins.MultiPoint.Enabled) == 0 || p.SchedulerName != nil || p.PluginConfig != nil {
 		t.Errorf("gantry.yaml is not a profile's plugins section: %+v", p)
+	}
+}
+
+// The second scheduler takes its own lease, so that it never contends with
+// the cluster's kube-scheduler for kube-system/kube-scheduler.
+func TestSecondSchedulerHasItsOwnLease(t *testing.T) {
+	var cfg configv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(profiles.SecondSchedulerConfig("# header\n", profiles.Cluster(profiles.SecondSchedulerName)...), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	le := cfg.LeaderElection
+	if le.LeaderElect == nil || !*le.LeaderElect || le.ResourceLock != "leases" ||
+		le.ResourceName != "gantry-scheduler" || le.ResourceNamespace != "gantry-system" {
+		t.Errorf("leaderElection %+v, want leases gantry-system/gantry-scheduler", le)
+	}
+	for _, p := range cfg.Profiles {
+		if name := *p.SchedulerName; name == "default-scheduler" {
+			t.Errorf("the second scheduler has a profile %s: it would take the cluster scheduler's pods", name)
+		}
 	}
 }
 

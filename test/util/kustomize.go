@@ -1,45 +1,47 @@
 package util
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
+	"encoding/json"
 	"fmt"
-	"io"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/gantry-dev/gantry/internal/kustomize"
 )
 
+// manifestCodecs decode what Gantry's manifests hold: client-go's kinds
+// and CustomResourceDefinitions.
+var manifestCodecs = func() serializer.CodecFactory {
+	s := runtime.NewScheme()
+	utilruntime.Must(scheme.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return serializer.NewCodecFactory(s)
+}()
+
 // Kustomize builds the kustomization in dir as `kubectl apply -k` would and
-// decodes its objects into the types of client-go's scheme, for tests of
+// decodes its objects into the types of client-go's scheme (and
+// CustomResourceDefinitions), for tests of
 // the manifests Gantry ships.
 func Kustomize(dir string) ([]runtime.Object, error) {
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
-	}
-	data, err := res.AsYaml()
+	built, err := kustomize.Build(dir)
 	if err != nil {
 		return nil, err
 	}
-	var objs []runtime.Object
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
+	objs := make([]runtime.Object, 0, len(built))
+	for _, u := range built {
+		data, err := json.Marshal(u.Object)
 		if err != nil {
 			return nil, err
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		obj, _, err := manifestCodecs.UniversalDeserializer().Decode(data, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w:\n%s", dir, err, doc)
+			return nil, fmt.Errorf("%s: %s %s: %w", dir, u.GetKind(), u.GetName(), err)
 		}
 		objs = append(objs, obj)
 	}
+	return objs, nil
 }

@@ -12,16 +12,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -71,19 +69,11 @@ func (e *env) asProvisioner() *rest.Config {
 		e.t.Fatal(err)
 	}
 	dir := filepath.Join(framework.Root(e.t), "autoscaler", "config", "overlays", "kwok")
-	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		e.t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	data, err := res.AsYaml()
+	objs, err := util.Kustomize(dir)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode([]byte(doc), nil, nil)
-		if err != nil {
-			e.t.Fatalf("%s: %v", dir, err)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *v1.ServiceAccount:
 			_, err = e.Client.CoreV1().ServiceAccounts(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
@@ -95,7 +85,7 @@ func (e *env) asProvisioner() *rest.Config {
 			_, err = e.Client.RbacV1().Roles(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
 		case *rbacv1.RoleBinding:
 			_, err = e.Client.RbacV1().RoleBindings(serviceAccountNamespace).Create(ctx, o, metav1.CreateOptions{})
-		case *v1.Namespace, *appsv1.Deployment:
+		case *v1.Namespace, *appsv1.Deployment, *v1.Service, *policyv1.PodDisruptionBudget:
 			// Not RBAC: the test runs the provisioner in-process.
 		default:
 			e.t.Fatalf("%s renders a %T", dir, obj)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gantry-dev/gantry/admission/qos"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/internal/kustomize"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -59,9 +59,16 @@ func deployWebhook(ctx context.Context, dir string) error {
 			rest = append(rest, o)
 		}
 	}
+	// The namespace comes with config/base; the kind runtime has made it.
+	// Where it is missing, the suite makes it and removes it again.
 	_, err = tc.Client.CoreV1().Namespaces().Get(ctx, shippedNamespace, metav1.GetOptions{})
-	namespaceExisted := err == nil
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(shippedNamespace)
+		rest = append([]*unstructured.Unstructured{ns}, rest...)
+	} else if err != nil {
 		return err
 	}
 
@@ -78,9 +85,6 @@ func deployWebhook(ctx context.Context, dir string) error {
 	ginkgo.DeferCleanup(func(ctx context.Context) error {
 		if tc.OwnCluster {
 			return nil
-		}
-		if namespaceExisted { // it stays, with what else runs there
-			rest = slices.DeleteFunc(rest, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
 		}
 		return applier.Delete(ctx, rest)
 	})
@@ -169,23 +173,11 @@ func waitServing(ctx context.Context) ([]v1.Pod, error) {
 // the real nodes, which the suite keeps the specs' pods off
 // (framework.WithFakeNodesOnly).
 func renderShipped(dir, image string) ([]*unstructured.Unstructured, error) {
-	tc := framework.TestContext
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	shipped, err := filepath.Rel(dir, filepath.Join(tc.Root, "admission", "config"))
-	if err != nil {
-		return nil, err
-	}
 	i := strings.LastIndex(image, ":")
 	if i < 0 {
 		return nil, fmt.Errorf("image %q has no tag", image)
 	}
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-images:
+	kustomization := fmt.Sprintf(`images:
 - {name: gantry-webhook, newName: %s, newTag: %s}
 patches:
 - target: {kind: Deployment, name: %s}
@@ -201,11 +193,8 @@ patches:
     - op: add
       path: /spec/template/spec/tolerations
       value: [{key: %s, operator: Exists, effect: %s}]
-`, shipped, image[:i], image[i+1:], shippedName, framework.RealNodeTaint.Key, framework.RealNodeTaint.Effect)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		return nil, err
-	}
-	return cluster.Render(dir)
+`, image[:i], image[i+1:], shippedName, framework.RealNodeTaint.Key, framework.RealNodeTaint.Effect)
+	return kustomize.BuildOver(dir, filepath.Join(framework.TestContext.Root, "admission", "config"), kustomization, nil)
 }
 
 // savePodLogs writes the log of each pod, and the events of their

@@ -5,8 +5,6 @@
 package addons_test
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -113,40 +111,12 @@ func TestProvisionerUsesTheKwokProvider(t *testing.T) {
 	}
 }
 
-// TestRuntimeSetsTheImages renders this kustomization the way the runtime
-// does (kind/pkg/runtime/kind): as a resource of one that sets the images.
-func TestRuntimeSetsTheImages(t *testing.T) {
-	here, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	rel, err := filepath.Rel(dir, here)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kustomization := "resources: [" + filepath.ToSlash(rel) + "]\n" + `images:
-- {name: gantry-provisioner, newName: gantry.local/gantry-provisioner, newTag: v1.36.3}
-- {name: kwok, newName: gantry.local/kwok, newTag: v0.8.0}
-`
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	objs := renderDir(t, dir)
-	for name, want := range map[string]string{
-		"gantry-provisioner": "gantry.local/gantry-provisioner:v1.36.3",
-		"kwok-controller":    "gantry.local/kwok:v0.8.0",
-	} {
-		d := find[*appsv1.Deployment](t, objs, namespace, name)
-		if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
-			t.Errorf("%s: image %q, want %q", name, got, want)
-		}
-	}
-}
-
-// TestRuntimeConfigMapsAreNotRendered: the runtime writes the ConfigMaps
-// the provisioner mounts; rendering them here would overwrite its own.
-func TestRuntimeConfigMapsAreNotRendered(t *testing.T) {
+// TestProvisionerConfigMaps: the provisioner mounts the scheduler
+// configuration of config/overlays/full, which the runtime replaces with the
+// cluster's (kind/pkg/runtime/kind's TestRenderWorkloads), and the node
+// groups, which only the runtime knows: rendering those here would
+// overwrite its own.
+func TestProvisionerConfigMaps(t *testing.T) {
 	objs := render(t)
 	d := find[*appsv1.Deployment](t, objs, namespace, "gantry-provisioner")
 	var mounted []string
@@ -159,8 +129,9 @@ func TestRuntimeConfigMapsAreNotRendered(t *testing.T) {
 	if want := []string{"gantry-provisioner-node-groups", "kube-scheduler-config"}; !slices.Equal(mounted, want) {
 		t.Errorf("provisioner mounts ConfigMaps %v, want %v", mounted, want)
 	}
+	find[*v1.ConfigMap](t, objs, namespace, "kube-scheduler-config")
 	for _, o := range objs {
-		if cm, ok := o.(*v1.ConfigMap); ok && slices.Contains(mounted, cm.Name) {
+		if cm, ok := o.(*v1.ConfigMap); ok && cm.Name == "gantry-provisioner-node-groups" {
 			t.Errorf("ConfigMap %s/%s is rendered; the runtime creates it", cm.Namespace, cm.Name)
 		}
 	}

@@ -10,19 +10,14 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
+	applypkg "github.com/gantry-dev/gantry/internal/apply"
+	"github.com/gantry-dev/gantry/internal/kustomize"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 )
 
@@ -122,46 +117,26 @@ func (r *Runtime) renderWorkloads() ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(r.dir(), "workloads")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	addons, err := filepath.Rel(dir, filepath.Join(r.o.Root, "kind", "config", "addons"))
-	if err != nil {
-		return nil, err
-	}
 	schedulerConfig, err := os.ReadFile(r.o.SchedulerConfig)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler configuration: %w", err)
 	}
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-images:
-- {name: gantry-provisioner, newName: %s/gantry-provisioner, newTag: %s}
+	kustomization := fmt.Sprintf(`images:
+- {name: %s/gantry-provisioner, newTag: %s}
 - {name: kwok, newName: %s/kwok, newTag: %s}
 generatorOptions: {disableNameSuffixHash: true}
 configMapGenerator:
-- {name: kube-scheduler-config, namespace: %s, files: [config.yaml]}
+- {name: kube-scheduler-config, namespace: %s, behavior: replace, files: [config.yaml]}
 - {name: gantry-provisioner-node-groups, namespace: %s, files: [node-groups.yaml]}
 patches:
 - target: {kind: Deployment, name: gantry-provisioner}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-unneeded-time=%s}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-interval=2s}
-`, addons, DefaultImageRepository, r.kubeVersion, DefaultImageRepository, kwokVersion,
+`, DefaultImageRepository, r.kubeVersion, DefaultImageRepository, kwokVersion,
 		workloadsNamespace, workloadsNamespace, cluster.ScaleDownUnneededTime)
-	for name, data := range map[string][]byte{
-		"kustomization.yaml": []byte(kustomization),
-		"config.yaml":        schedulerConfig,
-		"node-groups.yaml":   []byte(cluster.NodeGroups),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return cluster.Render(dir)
+	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", "addons"),
+		kustomization, map[string][]byte{"config.yaml": schedulerConfig, "node-groups.yaml": []byte(cluster.NodeGroups)})
 }
 
 // requiredVersion reads the version of module from a go.mod's require lines.
@@ -181,33 +156,9 @@ func requiredVersion(gomod, module string) (string, error) {
 // apply applies objs server-side, in order, as fieldManager, taking over
 // fields another manager set (the runtime owns these objects).
 func apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	a, err := applypkg.New(cfg, fieldManager)
 	if err != nil {
 		return err
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	for _, obj := range objs {
-		gvk := obj.GroupVersionKind()
-		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
-		}
-		data, err := yaml.Marshal(obj.Object)
-		if err != nil {
-			return err
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
-		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(mapping.Resource).Namespace(obj.GetNamespace())
-		}
-		force := true
-		if _, err := ri.Patch(ctx, obj.GetName(), types.ApplyYAMLPatchType, data, metav1.PatchOptions{FieldManager: fieldManager, Force: &force}); err != nil {
-			return fmt.Errorf("applying %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
-		}
-	}
-	return nil
+	return a.Apply(ctx, objs, false)
 }

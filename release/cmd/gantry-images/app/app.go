@@ -1,6 +1,7 @@
 // Package app is gantry-images' command line: `build` assembles the images
 // into an OCI layout and docker-load archives, `push` copies the layout to a
-// registry.
+// registry, `node` builds the kind node image, `manifests` renders the
+// kustomize overlays with the images pinned by digest.
 package app
 
 import (
@@ -37,7 +38,7 @@ func NewCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(newBuild(), newPush(), newNode())
+	root.AddCommand(newBuild(), newPush(), newNode(), newManifests())
 	return root
 }
 

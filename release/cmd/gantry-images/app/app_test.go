@@ -11,7 +11,7 @@ import (
 )
 
 var allBinaries = []string{
-	"kube-apiserver", "kube-scheduler", "kube-controller-manager", "kube-proxy",
+	"kube-apiserver", "kube-scheduler", "kube-apiserver-upstream", "kube-scheduler-upstream", "kube-controller-manager", "kube-proxy",
 	"gantry-provisioner", "gantry-webhook", "etcd", "coredns", "pause", "kwok",
 }
 
