@@ -1,10 +1,12 @@
 // Package addons_test renders kind/config/addons, the kustomization
-// `gantry-cluster up --runtime kind` deploys, and checks what the kind
+// `gantry-cluster up --runtime kind` deploys (and ../managed-addons, its
+// counterpart on the stock control plane), and checks what the kind
 // cluster depends on: both Deployments on the control-plane node, kwok
 // playing only the fake nodes, the provisioner with the kwok provider.
 package addons_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -76,31 +78,56 @@ type kwokOptions struct {
 	} `json:"options"`
 }
 
+// Every Deployment, with Gantry's control plane (this directory) or the
+// stock one (../managed-addons), runs on the control-plane node, in a
+// container of the name the runtime finds it by (kind/pkg/runtime/kind's
+// components).
 func TestDeploymentsRunOnTheControlPlane(t *testing.T) {
-	objs := render(t)
-	// The runtime finds the containers on the node by these names.
-	containers := map[string]string{"gantry-provisioner": "provisioner", "kwok-controller": "kwok-controller"}
-	for name, replicas := range map[string]int32{"gantry-provisioner": 2, "kwok-controller": 1} {
-		d := find[*appsv1.Deployment](t, objs, namespace, name)
-		spec := d.Spec.Template.Spec
-		if len(spec.Containers) != 1 || spec.Containers[0].Name != containers[name] {
-			t.Errorf("%s: containers %v, want one named %s", name, spec.Containers, containers[name])
+	type want struct {
+		container string
+		replicas  int32
+	}
+	gantry := map[string]want{"gantry-provisioner": {"provisioner", 2}, "kwok-controller": {"kwok-controller", 1}}
+	stock := maps.Clone(gantry)
+	stock["gantry-scheduler"] = want{"gantry-scheduler", 2}
+	stock["gantry-webhook"] = want{"webhook", 2}
+	for dir, deployments := range map[string]map[string]want{".": gantry, "../managed-addons": stock} {
+		objs := renderDir(t, dir)
+		if n := len(ofType[*appsv1.Deployment](objs)); n != len(deployments) {
+			t.Errorf("%s: %d Deployments, want %d", dir, n, len(deployments))
 		}
-		if v, ok := spec.NodeSelector[controlPlane]; !ok || v != "" || len(spec.NodeSelector) != 1 {
-			t.Errorf("%s: nodeSelector %v, want only %s: \"\"", name, spec.NodeSelector, controlPlane)
-		}
-		tolerated := slices.ContainsFunc(spec.Tolerations, func(tol v1.Toleration) bool {
-			// kubeadm's taint: the key, no value, NoSchedule.
-			return tol.Key == controlPlane && (tol.Effect == "" || tol.Effect == v1.TaintEffectNoSchedule) &&
-				(tol.Operator == v1.TolerationOpExists || tol.Value == "")
-		})
-		if !tolerated {
-			t.Errorf("%s: tolerations %v do not tolerate %s:NoSchedule", name, spec.Tolerations, controlPlane)
-		}
-		if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
-			t.Errorf("%s: replicas %v, want %d", name, d.Spec.Replicas, replicas)
+		for name, w := range deployments {
+			d := find[*appsv1.Deployment](t, objs, namespace, name)
+			spec := d.Spec.Template.Spec
+			if len(spec.Containers) != 1 || spec.Containers[0].Name != w.container {
+				t.Errorf("%s %s: containers %v, want one named %s", dir, name, spec.Containers, w.container)
+			}
+			if v, ok := spec.NodeSelector[controlPlane]; !ok || v != "" || len(spec.NodeSelector) != 1 {
+				t.Errorf("%s %s: nodeSelector %v, want only %s: \"\"", dir, name, spec.NodeSelector, controlPlane)
+			}
+			tolerated := slices.ContainsFunc(spec.Tolerations, func(tol v1.Toleration) bool {
+				// kubeadm's taint: the key, no value, NoSchedule.
+				return tol.Key == controlPlane && (tol.Effect == "" || tol.Effect == v1.TaintEffectNoSchedule) &&
+					(tol.Operator == v1.TolerationOpExists || tol.Value == "")
+			})
+			if !tolerated {
+				t.Errorf("%s %s: tolerations %v do not tolerate %s:NoSchedule", dir, name, spec.Tolerations, controlPlane)
+			}
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != w.replicas {
+				t.Errorf("%s %s: replicas %v, want %d", dir, name, d.Spec.Replicas, w.replicas)
+			}
 		}
 	}
+}
+
+func ofType[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if o, ok := o.(T); ok {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func TestProvisionerUsesTheKwokProvider(t *testing.T) {

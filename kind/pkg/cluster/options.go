@@ -36,6 +36,11 @@ type Options struct {
 	// NodeImage is the node image of a runtime with real nodes (default
 	// gantry.local/kind-node:<pinned Kubernetes release>, `make node-image`).
 	NodeImage string
+	// ControlPlane is whose kube-apiserver and kube-scheduler run the
+	// cluster: ControlPlaneGantry (default) or ControlPlaneStock (upstream's,
+	// unpatched, with Gantry's add-ons installed as on a managed cluster;
+	// runtime kind only).
+	ControlPlane string
 	// APIServerPort pins kube-apiserver's port; 0 picks a free one.
 	APIServerPort int
 	// SchedulerConfig is the KubeSchedulerConfiguration of kube-scheduler
@@ -54,6 +59,17 @@ type Options struct {
 	Out io.Writer
 }
 
+// The control planes a cluster can run (Options.ControlPlane).
+const (
+	// ControlPlaneGantry is Gantry's kube-apiserver and kube-scheduler,
+	// with config/overlays/full.
+	ControlPlaneGantry = "gantry"
+	// ControlPlaneStock is upstream's kube-apiserver and kube-scheduler,
+	// built unpatched from the same pins, with config/overlays/managed: the
+	// add-ons as a cluster whose control plane cannot be replaced gets them.
+	ControlPlaneStock = "stock"
+)
+
 // DefaultName is the name of the cluster `make up` creates.
 const DefaultName = "gantry"
 
@@ -67,6 +83,12 @@ func (o *Options) Complete() error {
 	}
 	if o.Out == nil {
 		o.Out = os.Stdout
+	}
+	if o.ControlPlane == "" {
+		o.ControlPlane = ControlPlaneGantry
+	}
+	if o.ControlPlane != ControlPlaneGantry && o.ControlPlane != ControlPlaneStock {
+		return fmt.Errorf("--control-plane must be %s or %s, got %q", ControlPlaneGantry, ControlPlaneStock, o.ControlPlane)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Minute

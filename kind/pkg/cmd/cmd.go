@@ -88,6 +88,8 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.IntVar(&o.Nodes, "nodes", 3, "number of kwok nodes")
 		f.IntVar(&o.Workers, "workers", 2, "number of worker nodes besides the control-plane node (runtime kind)")
 		f.StringVar(&o.NodeImage, "node-image", "", "node image (runtime kind; default gantry.local/kind-node:<Kubernetes release>, made by `make node-image`)")
+		f.StringVar(&o.ControlPlane, "control-plane", cluster.ControlPlaneGantry, "whose kube-apiserver and kube-scheduler run the cluster: "+
+			cluster.ControlPlaneGantry+" (Gantry's) or "+cluster.ControlPlaneStock+" (upstream's, unpatched, with Gantry's add-ons as on a managed cluster; runtime kind)")
 		f.IntVar(&o.APIServerPort, "port", 0, "kube-apiserver port (0 picks a free one)")
 		f.StringVar(&o.CRDDir, "crds", "", "directory searched for CRD YAML (default <root>/crds)")
 		f.StringVar(&o.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for kube-scheduler (default <root>/kind/config/kube-scheduler.yaml)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,13 +40,30 @@ var components = []component{
 	{"gantry-provisioner", "provisioner", ""},
 }
 
-func lookup(name string) (component, error) {
-	for _, c := range components {
+// stockComponents are what the stock control plane adds: Gantry's
+// scheduler and webhook as Deployments (config/overlays/managed). Their
+// servers listen in the pods' network, not the node's.
+var stockComponents = []component{
+	{"gantry-scheduler", "gantry-scheduler", ""},
+	{"gantry-webhook", "webhook", ""},
+}
+
+// components are the cluster's components: the static pods, then the
+// Deployments, all on the control-plane node.
+func (r *Runtime) components() []component {
+	if r.plane == cluster.ControlPlaneStock {
+		return append(slices.Clone(components), stockComponents...)
+	}
+	return components
+}
+
+func (r *Runtime) lookup(name string) (component, error) {
+	for _, c := range r.components() {
 		if c.name == name {
 			return c, nil
 		}
 	}
-	return component{}, fmt.Errorf("unknown component %q: the kind runtime runs %s", name, strings.Join((&Runtime{}).Components(), ", "))
+	return component{}, fmt.Errorf("unknown component %q: the kind runtime runs %s", name, strings.Join(r.Components(), ", "))
 }
 
 // nodeContainer is a container of the control-plane node's container
@@ -130,7 +148,7 @@ func (r *Runtime) Stopped(ctx context.Context) ([]string, error) {
 		}
 	}
 	var out []string
-	for _, c := range components {
+	for _, c := range r.components() {
 		if !running[c.container] {
 			out = append(out, c.name)
 		}
@@ -145,7 +163,7 @@ func (r *Runtime) LogTail(name string, lines int) (string, error) {
 		data, err := os.ReadFile(r.log.path)
 		return tail(string(data), lines), err
 	}
-	c, err := lookup(name)
+	c, err := r.lookup(name)
 	if err != nil {
 		return "", err
 	}
@@ -210,7 +228,7 @@ func (r *Runtime) ComponentRequestAs(ctx context.Context, name, token, method, p
 
 // request runs requestScript as the admin, or as token when it is not "".
 func (r *Runtime) request(ctx context.Context, name, token, method, path string, body []byte) (int, []byte, error) {
-	c, err := lookup(name)
+	c, err := r.lookup(name)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -275,7 +293,7 @@ func (r *Runtime) Metrics(ctx context.Context, name string) (string, error) {
 // signals the component's running container, and kubelet starts a new one
 // once it has exited, as after a crash.
 func (r *Runtime) RestartComponent(ctx context.Context, name string, sig syscall.Signal) error {
-	c, err := lookup(name)
+	c, err := r.lookup(name)
 	if err != nil {
 		return err
 	}

@@ -29,8 +29,12 @@ type configParams struct {
 	// the registry part of the preloaded images (gantry.local).
 	ImageRepository string
 	// SchedulerConfig is the host path of the KubeSchedulerConfiguration
-	// (nodeSchedulerConfig's output).
+	// (nodeSchedulerConfig's output) of Gantry's kube-scheduler.
 	SchedulerConfig string
+	// StockPatches, for the stock control plane instead, is the host
+	// directory of kubeadm's patches (stockPatches) that run upstream's
+	// kube-apiserver and kube-scheduler.
+	StockPatches string
 	// APIServerArgs are extra kube-apiserver flags, "name=value".
 	APIServerArgs []string
 	// APIServerPort is the host port of kube-apiserver; 0 lets Docker pick.
@@ -39,8 +43,9 @@ type configParams struct {
 
 // clusterConfig is the kind configuration of a Gantry cluster: Gantry's node
 // image on every node; kubeadm told to take every control-plane image from
-// the preloaded ones; Gantry's kube-scheduler configuration; no default CNI
-// (the runtime installs Gantry's, see network.go) and kube-proxy in nftables
+// the preloaded ones; Gantry's kube-scheduler configuration, or for the stock
+// control plane kubeadm's patches to upstream's images; no default CNI (the
+// runtime installs Gantry's, see network.go) and kube-proxy in nftables
 // mode; kubelet allowed to run on cgroup v1 hosts.
 func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 	if p.Workers < 0 {
@@ -55,18 +60,23 @@ func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 		}
 		fmt.Fprintf(&apiServerArgs, "  - name: %q\n    value: %q\n", name, value)
 	}
+	if (p.SchedulerConfig == "") == (p.StockPatches == "") {
+		return nil, fmt.Errorf("a cluster runs either Gantry's scheduler configuration or the stock control plane's patches")
+	}
 	clusterConfiguration := "kind: ClusterConfiguration\n" +
-		"imageRepository: " + p.ImageRepository + "\n" +
-		"scheduler:\n" +
-		"  extraArgs:\n" +
-		"  - name: config\n" +
-		"    value: " + schedulerConfigFile + "\n" +
-		"  extraVolumes:\n" +
-		"  - name: gantry-scheduler-config\n" +
-		"    hostPath: " + schedulerConfigDir + "\n" +
-		"    mountPath: " + schedulerConfigDir + "\n" +
-		"    readOnly: true\n" +
-		"    pathType: Directory\n"
+		"imageRepository: " + p.ImageRepository + "\n"
+	if p.SchedulerConfig != "" {
+		clusterConfiguration += "scheduler:\n" +
+			"  extraArgs:\n" +
+			"  - name: config\n" +
+			"    value: " + schedulerConfigFile + "\n" +
+			"  extraVolumes:\n" +
+			"  - name: gantry-scheduler-config\n" +
+			"    hostPath: " + schedulerConfigDir + "\n" +
+			"    mountPath: " + schedulerConfigDir + "\n" +
+			"    readOnly: true\n" +
+			"    pathType: Directory\n"
+	}
 	if apiServerArgs.Len() > 0 {
 		clusterConfiguration += "apiServer:\n  extraArgs:\n" + apiServerArgs.String()
 	}
@@ -85,18 +95,41 @@ func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 		},
 		KubeadmConfigPatches: []string{clusterConfiguration, kubelet},
 	}
-	c.Nodes = append(c.Nodes, v1alpha4.Node{
-		Role:  v1alpha4.ControlPlaneRole,
-		Image: p.NodeImage,
-		ExtraMounts: []v1alpha4.Mount{{
-			HostPath: p.SchedulerConfig, ContainerPath: schedulerConfigFile, Readonly: true,
-		}},
-	})
+	cp := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole, Image: p.NodeImage}
+	if p.SchedulerConfig != "" {
+		cp.ExtraMounts = []v1alpha4.Mount{{HostPath: p.SchedulerConfig, ContainerPath: schedulerConfigFile, Readonly: true}}
+	} else {
+		// kubeadm init patches the static pods of kube-apiserver and
+		// kube-scheduler with the files of the mounted directory.
+		cp.ExtraMounts = []v1alpha4.Mount{{HostPath: p.StockPatches, ContainerPath: stockPatchesDir, Readonly: true}}
+		c.KubeadmConfigPatches = append(c.KubeadmConfigPatches,
+			"kind: InitConfiguration\npatches:\n  directory: "+stockPatchesDir+"\n")
+	}
+	c.Nodes = append(c.Nodes, cp)
 	for i := 0; i < p.Workers; i++ {
 		c.Nodes = append(c.Nodes, v1alpha4.Node{Role: v1alpha4.WorkerRole, Image: p.NodeImage})
 	}
 	v1alpha4.SetDefaultsCluster(c)
 	return c, nil
+}
+
+// stockPatchesDir holds, in the control-plane node, kubeadm's patches of the
+// stock control plane.
+const stockPatchesDir = "/etc/kubernetes/gantry-stock-patches"
+
+// stockPatches are kubeadm's patches (file name to content) that make the
+// static pods of kube-apiserver and kube-scheduler run upstream's images,
+// <repository>/<name>-upstream:<tag>, built unpatched from the same pins
+// (release/image). Everything else of the control plane is the same as
+// Gantry's: kube-controller-manager, etcd, CoreDNS and kube-proxy are
+// upstream's already.
+func stockPatches(repository, tag string) map[string][]byte {
+	out := map[string][]byte{}
+	for _, name := range []string{"kube-apiserver", "kube-scheduler"} {
+		out[name+"+strategic.yaml"] = []byte("spec:\n  containers:\n  - name: " + name + "\n" +
+			"    image: " + repository + "/" + name + "-upstream:" + tag + "\n")
+	}
+	return out
 }
 
 // schedulerKubeconfig is the kubeconfig kubeadm writes for kube-scheduler.

@@ -53,11 +53,65 @@ func TestClusterConfig(t *testing.T) {
 		t.Errorf("KubeletConfiguration patch:\n%s", c.KubeadmConfigPatches[1])
 	}
 
+	if _, err := clusterConfig(configParams{Workers: 1, SchedulerConfig: "/a", StockPatches: "/b"}); err == nil {
+		t.Error("a configuration with both Gantry's scheduler and the stock patches accepted")
+	}
 	if _, err := clusterConfig(configParams{Workers: -1}); err == nil {
 		t.Error("negative workers accepted")
 	}
 	if _, err := clusterConfig(configParams{APIServerArgs: []string{"novalue"}}); err == nil {
 		t.Error("an apiserver flag without a value accepted")
+	}
+}
+
+// The stock control plane: no Gantry scheduler configuration; kubeadm init
+// patches kube-apiserver and kube-scheduler to upstream's images, from the
+// mounted directory.
+func TestClusterConfigStock(t *testing.T) {
+	c, err := clusterConfig(configParams{
+		Name: "stock", Workers: 1, NodeImage: "gantry.local/kind-node:v1.36.3", ImageRepository: "gantry.local",
+		StockPatches: "/work/stock-patches",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.KubeadmConfigPatches[0], "scheduler:") {
+		t.Errorf("ClusterConfiguration patch configures the scheduler:\n%s", c.KubeadmConfigPatches[0])
+	}
+	var ic struct {
+		Kind    string
+		Patches struct{ Directory string }
+	}
+	if len(c.KubeadmConfigPatches) != 3 {
+		t.Fatalf("patches %q, want ClusterConfiguration, KubeletConfiguration, InitConfiguration", c.KubeadmConfigPatches)
+	}
+	if err := yaml.Unmarshal([]byte(c.KubeadmConfigPatches[2]), &ic); err != nil || ic.Kind != "InitConfiguration" || ic.Patches.Directory != stockPatchesDir {
+		t.Errorf("InitConfiguration patch (%v):\n%s", err, c.KubeadmConfigPatches[2])
+	}
+	if m := c.Nodes[0].ExtraMounts; len(m) != 1 || m[0].HostPath != "/work/stock-patches" || m[0].ContainerPath != stockPatchesDir || !m[0].Readonly {
+		t.Errorf("control-plane mounts %+v", m)
+	}
+
+	files := stockPatches("gantry.local", "v1.36.3")
+	for _, name := range []string{"kube-apiserver", "kube-scheduler"} {
+		var patch struct {
+			Spec struct {
+				Containers []struct{ Name, Image string }
+			}
+		}
+		data, ok := files[name+"+strategic.yaml"]
+		if !ok {
+			t.Fatalf("no patch of %s: %v", name, files)
+		}
+		if err := yaml.UnmarshalStrict(data, &patch); err != nil {
+			t.Fatal(err)
+		}
+		if c := patch.Spec.Containers; len(c) != 1 || c[0].Name != name || c[0].Image != "gantry.local/"+name+"-upstream:v1.36.3" {
+			t.Errorf("patch of %s:\n%s", name, data)
+		}
+	}
+	if len(files) != 2 {
+		t.Errorf("patches %v, want kube-apiserver's and kube-scheduler's only", files)
 	}
 }
 

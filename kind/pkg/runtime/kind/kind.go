@@ -48,8 +48,13 @@ type Runtime struct {
 	// kubeVersion is the pinned Kubernetes release, e.g. v1.36.3.
 	kubeVersion string
 	nodeImage   string
-	provider    *kindcluster.Provider
-	log         *fileLogger
+	// plane is the cluster's control plane: the one recorded when it was
+	// made, else the one asked for (cluster.Options.ControlPlane).
+	plane string
+	// recorded is the control plane recorded with the cluster, if any.
+	recorded string
+	provider *kindcluster.Provider
+	log      *fileLogger
 }
 
 var (
@@ -85,6 +90,11 @@ func newRuntime(o *cluster.Options) (*Runtime, error) {
 		r.nodeImage = DefaultImageRepository + "/kind-node:" + kv
 	}
 	r.log = &fileLogger{path: filepath.Join(r.dir(), "kind.log")}
+	r.plane = o.ControlPlane
+	if data, err := os.ReadFile(r.controlPlaneFile()); err == nil {
+		r.recorded = strings.TrimSpace(string(data))
+		r.plane = r.recorded
+	}
 	r.provider = kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(r.log))
 	return r, nil
 }
@@ -110,11 +120,15 @@ func (r *Runtime) Name() string { return Name }
 
 // DescribeNodes implements cluster.NodeDescriber.
 func (r *Runtime) DescribeNodes() string {
-	return fmt.Sprintf("1 control-plane node and %d workers of %s", r.o.Workers, r.nodeImage)
+	return fmt.Sprintf("1 control-plane node (%s control plane) and %d workers of %s", r.plane, r.o.Workers, r.nodeImage)
 }
 
 // dir holds the runtime's files for the cluster: kind's log, the docker shim.
 func (r *Runtime) dir() string { return filepath.Join(r.o.WorkDir, "kind", r.o.Name) }
+
+// controlPlaneFile records the cluster's control plane, so that status,
+// down and the e2e suites know it without being told.
+func (r *Runtime) controlPlaneFile() string { return filepath.Join(r.dir(), "control-plane") }
 
 // network is the Docker network of the cluster's nodes.
 func (r *Runtime) network() string { return "gantry-" + r.o.Name }
@@ -128,8 +142,8 @@ func (r *Runtime) Kubeconfig() string { return r.o.KubeconfigPath }
 // Components implements cluster.Runtime: the static pods of the control
 // plane, then Gantry's workloads; all run on the control-plane node.
 func (r *Runtime) Components() []string {
-	out := make([]string, 0, len(components))
-	for _, c := range components {
+	out := make([]string, 0, len(r.components()))
+	for _, c := range r.components() {
 		out = append(out, c.name)
 	}
 	return out
@@ -146,6 +160,16 @@ func (r *Runtime) Preflight(ctx context.Context) error {
 	}
 	if _, err := os.Stat(r.o.SchedulerConfig); err != nil {
 		return fmt.Errorf("scheduler configuration: %w", err)
+	}
+	if r.recorded != "" && r.recorded != r.o.ControlPlane {
+		ns, err := r.nodes()
+		if err != nil {
+			return err
+		}
+		if len(ns) > 0 {
+			return fmt.Errorf("cluster %q runs the %s control plane; `down` it first to make it with --control-plane %s", r.o.Name, r.recorded, r.o.ControlPlane)
+		}
+		r.plane = r.o.ControlPlane // what was recorded is gone
 	}
 	return nil
 }
@@ -247,19 +271,30 @@ func (r *Runtime) Create(ctx context.Context) error {
 	if err := r.ensureNetwork(ctx); err != nil {
 		return err
 	}
-	schedulerConfig, err := r.writeSchedulerConfig()
-	if err != nil {
+	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
 		return err
 	}
-	cfg, err := clusterConfig(configParams{
+	if err := os.WriteFile(r.controlPlaneFile(), []byte(r.plane+"\n"), 0o644); err != nil {
+		return err
+	}
+	p := configParams{
 		Name:            r.o.Name,
 		Workers:         r.o.Workers,
 		NodeImage:       r.nodeImage,
 		ImageRepository: DefaultImageRepository,
-		SchedulerConfig: schedulerConfig,
 		APIServerArgs:   r.o.APIServerArgs,
 		APIServerPort:   r.o.APIServerPort,
-	})
+	}
+	var err error
+	if r.plane == cluster.ControlPlaneStock {
+		p.StockPatches, err = r.writeStockPatches()
+	} else {
+		p.SchedulerConfig, err = r.writeSchedulerConfig()
+	}
+	if err != nil {
+		return err
+	}
+	cfg, err := clusterConfig(p)
 	if err != nil {
 		return err
 	}
@@ -302,6 +337,21 @@ func (r *Runtime) writeSchedulerConfig() (string, error) {
 		return "", err
 	}
 	return path, os.WriteFile(path, out, 0o644)
+}
+
+// writeStockPatches writes kubeadm's patches of the stock control plane
+// (stockPatches) and returns their directory.
+func (r *Runtime) writeStockPatches() (string, error) {
+	dir := filepath.Join(r.dir(), "stock-patches")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for name, data := range stockPatches(DefaultImageRepository, r.kubeVersion) {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 // networkMu serialises kind calls that read the network from the

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 )
 
@@ -114,6 +116,60 @@ func TestRenderWorkloads(t *testing.T) {
 		if !slices.Contains(provisionerArgs, want) {
 			t.Errorf("provisioner args %q lack %q", provisionerArgs, want)
 		}
+	}
+}
+
+// On the stock control plane the workloads are kind/config/managed-addons:
+// Gantry's scheduler and webhook too, the overlay's scheduler configuration
+// (the second scheduler's profiles), and nothing bound to the cluster's own
+// kube-scheduler.
+func TestRenderWorkloadsStock(t *testing.T) {
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := newRuntime(&cluster.Options{Root: root, Name: "s", WorkDir: t.TempDir(), ControlPlane: cluster.ControlPlaneStock,
+		SchedulerConfig: "/nonexistent: the stock control plane does not read it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := r.renderWorkloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]string{}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			images[o.GetName()] = containers[0].(map[string]any)["image"].(string)
+		case "ConfigMap":
+			if o.GetName() == "kube-scheduler-config" {
+				cfg, _, _ := unstructured.NestedString(o.Object, "data", "config.yaml")
+				if !strings.Contains(cfg, "schedulerName: gantry-scheduler") || strings.Contains(cfg, "default-scheduler") {
+					t.Errorf("kube-scheduler-config is not the second scheduler's:\n%s", cfg)
+				}
+			}
+		case "ClusterRoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				if s.(map[string]any)["name"] == "system:kube-scheduler" {
+					t.Errorf("ClusterRoleBinding %s binds the cluster's kube-scheduler", o.GetName())
+				}
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"gantry-provisioner": "gantry.local/gantry-provisioner:" + r.kubeVersion,
+		"gantry-scheduler":   "gantry.local/kube-scheduler:" + r.kubeVersion,
+		"gantry-webhook":     "gantry.local/gantry-webhook:" + r.kubeVersion,
+	} {
+		if images[name] != want {
+			t.Errorf("%s image %q, want %q", name, images[name], want)
+		}
+	}
+	if got := r.Workloads(); len(got) != 4 {
+		t.Errorf("workloads %v, want the provisioner, kwok, Gantry's scheduler and webhook", got)
 	}
 }
 

@@ -27,16 +27,23 @@ const workloadsNamespace = "gantry-system"
 // fieldManager owns the fields the runtime applies.
 const fieldManager = "gantry-cluster"
 
-// workloads are the Deployments of kind/config/addons, by component name.
-var workloads = []struct{ component, deployment string }{
-	{"gantry-provisioner", "gantry-provisioner"},
-	{"kwok-controller", "kwok-controller"},
+// workload is a Deployment of the addons, by component name.
+type workload struct{ component, deployment string }
+
+// workloads are the Deployments of kind/config/addons; the stock control
+// plane's (kind/config/managed-addons) add Gantry's scheduler and webhook.
+func (r *Runtime) workloads() []workload {
+	out := []workload{{"gantry-provisioner", "gantry-provisioner"}, {"kwok-controller", "kwok-controller"}}
+	if r.plane == cluster.ControlPlaneStock {
+		out = append(out, workload{"gantry-scheduler", "gantry-scheduler"}, workload{"gantry-webhook", "gantry-webhook"})
+	}
+	return out
 }
 
 // Workloads implements cluster.WorkloadInstaller.
 func (r *Runtime) Workloads() []string {
-	out := make([]string, 0, len(workloads))
-	for _, w := range workloads {
+	var out []string
+	for _, w := range r.workloads() {
 		out = append(out, w.component)
 	}
 	return out
@@ -61,7 +68,7 @@ func (r *Runtime) InstallWorkloads(ctx context.Context, cfg *rest.Config) (strin
 		return "", err
 	}
 	var summary []string
-	for _, w := range workloads {
+	for _, w := range r.workloads() {
 		var d *appsv1.Deployment
 		err := wait.PollUntilContextTimeout(ctx, time.Second, r.timeout(), true, func(ctx context.Context) (bool, error) {
 			d, err = client.AppsV1().Deployments(workloadsNamespace).Get(ctx, w.deployment, metav1.GetOptions{})
@@ -111,32 +118,46 @@ func kubeProxyOffFakeNodes() *unstructured.Unstructured {
 }
 
 // renderWorkloads builds, as `kubectl kustomize` would, a kustomization
-// made for this cluster on top of kind/config/addons.
+// made for this cluster on top of kind/config/addons (Gantry's control
+// plane: the provisioner simulates with the cluster's scheduler
+// configuration) or kind/config/managed-addons (the stock control plane:
+// the overlay's second scheduler and its configuration).
 func (r *Runtime) renderWorkloads() ([]*unstructured.Unstructured, error) {
 	kwokVersion, err := requiredVersion(filepath.Join(r.o.Root, "hack", "tools", "go.mod"), "sigs.k8s.io/kwok")
 	if err != nil {
 		return nil, err
 	}
-	schedulerConfig, err := os.ReadFile(r.o.SchedulerConfig)
-	if err != nil {
-		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	files := map[string][]byte{"node-groups.yaml": []byte(cluster.NodeGroups)}
+	addons := "addons"
+	images := []string{"gantry-provisioner"}
+	schedulerConfigMap := ""
+	if r.plane == cluster.ControlPlaneStock {
+		addons = "managed-addons"
+		images = append(images, "gantry-webhook", "kube-scheduler")
+	} else {
+		data, err := os.ReadFile(r.o.SchedulerConfig)
+		if err != nil {
+			return nil, fmt.Errorf("scheduler configuration: %w", err)
+		}
+		files["config.yaml"] = data
+		schedulerConfigMap = fmt.Sprintf("- {name: kube-scheduler-config, namespace: %s, behavior: replace, files: [config.yaml]}\n", workloadsNamespace)
 	}
-	kustomization := fmt.Sprintf(`images:
-- {name: %s/gantry-provisioner, newTag: %s}
-- {name: kwok, newName: %s/kwok, newTag: %s}
-generatorOptions: {disableNameSuffixHash: true}
+	var b strings.Builder
+	b.WriteString("images:\n")
+	for _, name := range images {
+		fmt.Fprintf(&b, "- {name: %s/%s, newTag: %s}\n", DefaultImageRepository, name, r.kubeVersion)
+	}
+	fmt.Fprintf(&b, "- {name: kwok, newName: %s/kwok, newTag: %s}\n", DefaultImageRepository, kwokVersion)
+	fmt.Fprintf(&b, `generatorOptions: {disableNameSuffixHash: true}
 configMapGenerator:
-- {name: kube-scheduler-config, namespace: %s, behavior: replace, files: [config.yaml]}
-- {name: gantry-provisioner-node-groups, namespace: %s, files: [node-groups.yaml]}
+%s- {name: gantry-provisioner-node-groups, namespace: %s, files: [node-groups.yaml]}
 patches:
 - target: {kind: Deployment, name: gantry-provisioner}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-unneeded-time=%s}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-interval=2s}
-`, DefaultImageRepository, r.kubeVersion, DefaultImageRepository, kwokVersion,
-		workloadsNamespace, workloadsNamespace, cluster.ScaleDownUnneededTime)
-	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", "addons"),
-		kustomization, map[string][]byte{"config.yaml": schedulerConfig, "node-groups.yaml": []byte(cluster.NodeGroups)})
+`, schedulerConfigMap, workloadsNamespace, cluster.ScaleDownUnneededTime)
+	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", addons), b.String(), files)
 }
 
 // requiredVersion reads the version of module from a go.mod's require lines.

@@ -27,7 +27,12 @@ import (
 const Name = "local"
 
 func init() {
-	cluster.RegisterRuntime(Name, func(o *cluster.Options) (cluster.Runtime, error) { return New(o), nil })
+	cluster.RegisterRuntime(Name, func(o *cluster.Options) (cluster.Runtime, error) {
+		if o.ControlPlane == cluster.ControlPlaneStock {
+			return nil, fmt.Errorf("--control-plane %s needs --runtime kind: the local runtime runs Gantry's control plane only", cluster.ControlPlaneStock)
+		}
+		return New(o), nil
+	})
 }
 
 // components are the processes kwokctl runs, by the names it gives their
