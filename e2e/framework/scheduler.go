@@ -23,9 +23,6 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
-// SchedulerComponent is kube-scheduler's component name in the local runtime.
-const SchedulerComponent = "kube-scheduler"
-
 // GantryClient returns a clientset of Gantry's API groups for the suite's
 // cluster. It speaks JSON: custom resources are not served as protobuf.
 func GantryClient() (gantryclient.Interface, error) {
@@ -114,7 +111,7 @@ func ComponentLog(component string) (string, error) {
 // SchedulerLeader returns the holder of kube-scheduler's leader lease, ""
 // when nobody holds it.
 func SchedulerLeader(ctx context.Context) (string, error) {
-	lease, err := TestContext.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
+	lease, err := TestContext.Client.CoordinationV1().Leases(schedulerLease.Namespace).Get(ctx, schedulerLease.Name, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}

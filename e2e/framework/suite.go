@@ -31,6 +31,8 @@ var (
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
 	runtimeFlag   = flag.String("runtime", envOr("GANTRY_RUNTIME", "local"), "runtime of a cluster the suite brings up: local or kind")
 	workersFlag   = flag.Int("workers", 2, "worker nodes of a kind cluster the suite brings up, besides its control-plane node")
+	planeFlag     = flag.String("control-plane", envOr("GANTRY_CONTROL_PLANE", cluster.ControlPlaneGantry),
+		"control plane of a kind cluster the suite brings up: gantry, or stock (upstream's, with Gantry's add-ons as on a managed cluster)")
 )
 
 // kubeconfigFlagName is the suites' --kubeconfig: the cluster to test;
@@ -93,6 +95,10 @@ type Context struct {
 	OwnCluster bool
 	// Root is the repository checkout.
 	Root string
+	// ControlPlane is whose kube-apiserver and scheduler the cluster runs:
+	// cluster.ControlPlaneGantry, or cluster.ControlPlaneStock with Gantry's
+	// add-ons as on a managed cluster (see useControlPlane).
+	ControlPlane string
 	// Artifacts is where failure artifacts go.
 	Artifacts string
 }
@@ -189,6 +195,9 @@ func SetupSuite(opts ...SuiteOption) bool {
 		TestContext.Config.QPS, TestContext.Config.Burst = 100, 200
 		TestContext.Client, err = kubernetes.NewForConfig(TestContext.Config)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		plane, err := detectControlPlane(context.Background())
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		useControlPlane(plane)
 		// A cluster made by `make up` or by this suite is ours to inspect.
 		if c, err := localCluster(root, &so); err == nil && sameFile(c.Kubeconfig(), TestContext.Kubeconfig) {
 			TestContext.Local = c
@@ -258,6 +267,7 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		Root:          root,
 		Runtime:       *runtimeFlag,
 		Workers:       *workersFlag,
+		ControlPlane:  *planeFlag,
 		Name:          so.clusterName,
 		APIServerArgs: so.apiserverArgs,
 		Nodes:         suiteNodes(so),

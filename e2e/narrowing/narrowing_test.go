@@ -58,6 +58,7 @@ func narrow(ctx context.Context, f *framework.Framework, name string, newTerms [
 
 var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.LabelNarrowing), func() {
 	f := framework.NewFramework("narrowing")
+	ginkgo.BeforeEach(func() { framework.RequireGantryAPIServer("gated placement narrowing") })
 
 	ginkgo.It("is served by a patched kube-apiserver", func(ctx ginkgo.SpecContext) {
 		v, err := f.Client.Discovery().ServerVersion()

@@ -18,8 +18,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // gantryVersion is the shape hack/build.sh stamps: the upstream release, then
@@ -32,6 +34,11 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 	ginkgo.It("serves /version with the Gantry marker and commit", func(ctx ginkgo.SpecContext) {
 		v, err := f.Client.Discovery().ServerVersion()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		if framework.TestContext.ControlPlane == cluster.ControlPlaneStock {
+			ginkgo.By("checking the stock control plane runs upstream's kube-apiserver: a plain release")
+			gomega.Expect(v.GitVersion).To(gomega.MatchRegexp(`^v1\.\d+\.\d+$`))
+			return
+		}
 		gomega.Expect(v.GitVersion).To(gomega.MatchRegexp(gantryVersion.String()),
 			"kube-apiserver is not a Gantry build (is KUBECONFIG pointing at another cluster?)")
 		gomega.Expect(v.GitCommit).To(gomega.MatchRegexp(`^[0-9a-f]{40}$`))
@@ -49,6 +56,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 				Template: v1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: v1.PodSpec{
+						SchedulerName: framework.SchedulerName,
 						// Only kwok plays this image: on a cluster with real
 						// nodes too (kind), they must not get these pods.
 						NodeSelector: map[string]string{nodes.ManagedLabel: "true"},
@@ -86,14 +94,14 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 			gomega.Expect(node.Annotations).To(gomega.HaveKeyWithValue(nodes.KwokAnnotation, "fake"), "node %s", node.Name)
 		}
 
-		ginkgo.By("checking every pod was scheduled by the leading kube-scheduler")
-		lease, err := f.Client.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, "kube-scheduler", metav1.GetOptions{})
+		ginkgo.By("checking every pod was scheduled by the leading " + framework.SchedulerComponent)
+		holder, err := framework.SchedulerLeader(ctx)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		gomega.Expect(lease.Spec.HolderIdentity).NotTo(gomega.BeNil())
+		gomega.Expect(holder).NotTo(gomega.BeEmpty())
 		// The lease holder is "<host>_<uuid>"; the scheduler reports its
 		// events as "<profile>-<host>".
-		leaderHost, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-		leader := v1.DefaultSchedulerName + "-" + leaderHost
+		leaderHost, _, _ := strings.Cut(holder, "_")
+		leader := framework.SchedulerName + "-" + leaderHost
 		legacyEvents := false
 		for _, p := range pods {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
@@ -103,7 +111,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 				g.Expect(err).NotTo(gomega.HaveOccurred())
 				g.Expect(events.Items).NotTo(gomega.BeEmpty(), "no Scheduled event for pod %s", p.Name)
 				e := events.Items[0]
-				g.Expect(e.ReportingController).To(gomega.Equal(v1.DefaultSchedulerName))
+				g.Expect(e.ReportingController).To(gomega.Equal(framework.SchedulerName))
 				if e.ReportingInstance == "" {
 					// A legacy (core/v1) event names no instance: kube-scheduler
 					// chooses the events API when it starts, and kubeadm starts it
@@ -122,17 +130,43 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 			return
 		}
 		ginkgo.By("checking the lease holder is Gantry's kube-scheduler build")
-		metrics, err := framework.TestContext.Local.ComponentMetrics(ctx, "kube-scheduler")
+		metrics, err := framework.TestContext.Local.ComponentMetrics(ctx, framework.SchedulerComponent)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		build := buildInfo(metrics)
 		gomega.Expect(build).To(gomega.MatchRegexp(`git_version="`+strings.TrimSuffix(strings.TrimPrefix(gantryVersion.String(), "^"), "$")+`"`),
 			"kube-scheduler's kubernetes_build_info is %q", build)
 		if legacyEvents {
 			ginkgo.By("checking, from its metrics, that this kube-scheduler placed the pods (its events name no instance)")
-			placed := regexp.MustCompile(`(?m)^scheduler_schedule_attempts_total\{profile="default-scheduler",result="scheduled"\} (\d+)$`).FindStringSubmatch(metrics)
-			gomega.Expect(placed).NotTo(gomega.BeNil(), "kube-scheduler reports no scheduled attempts of profile default-scheduler")
+			placed := regexp.MustCompile(`(?m)^scheduler_schedule_attempts_total\{profile="` + framework.SchedulerName + `",result="scheduled"\} (\d+)$`).FindStringSubmatch(metrics)
+			gomega.Expect(placed).NotTo(gomega.BeNil(), "kube-scheduler reports no scheduled attempts of profile %s", framework.SchedulerName)
 			gomega.Expect(strconv.Atoi(placed[1])).To(gomega.BeNumerically(">=", replicas))
 		}
+	})
+
+	ginkgo.It("leaves the pods that name the cluster's own scheduler to it", func(ctx ginkgo.SpecContext) {
+		if framework.TestContext.ControlPlane != cluster.ControlPlaneStock {
+			ginkgo.Skip("Gantry's kube-scheduler is the cluster's only scheduler")
+		}
+		p := wrappers.MakePod("stock", f.Namespace).SchedulerName(v1.DefaultSchedulerName).NodeSelector(nodes.ManagedLabel, "true").Obj()
+		_, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.By("waiting for the cluster's scheduler to place it")
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
+				FieldSelector: fields.Set{"involvedObject.name": p.Name, "reason": "Scheduled"}.String(),
+			})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(events.Items).To(gomega.HaveLen(1), "Scheduled events of pod %s", p.Name)
+			e := events.Items[0]
+			g.Expect(e.ReportingController).To(gomega.Equal(v1.DefaultSchedulerName), "pod %s was placed by %s", p.Name, e.ReportingController)
+			if e.ReportingInstance != "" {
+				g.Expect(e.ReportingInstance).To(gomega.HavePrefix(v1.DefaultSchedulerName+"-"), "pod %s", p.Name)
+			}
+		}).Should(gomega.Succeed())
+		got, err := f.Client.CoreV1().Pods(f.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(got.Spec.SchedulerName).To(gomega.Equal(v1.DefaultSchedulerName), "something changed the pod's scheduler")
+		gomega.Expect(got.Spec.NodeName).NotTo(gomega.BeEmpty())
 	})
 
 	ginkgo.It("serves every CRD under crds/", func(ctx ginkgo.SpecContext) {

@@ -11,6 +11,12 @@ import (
 // pauseImage is the image of the containers the wrappers make.
 const pauseImage = "registry.k8s.io/pause:3.10"
 
+// DefaultSchedulerName, when set, is the scheduler the pods, pod templates
+// and reservations the wrappers make name (e2e suites on a cluster where
+// Gantry's scheduler runs beside another); empty leaves it to the API
+// server's default.
+var DefaultSchedulerName string
+
 // PodWrapper wraps a Pod.
 type PodWrapper struct{ v1.Pod }
 
@@ -24,7 +30,7 @@ func MakePod(name, namespace string) *PodWrapper {
 }
 
 func podSpec() v1.PodSpec {
-	return v1.PodSpec{Containers: []v1.Container{{Name: "work", Image: pauseImage}}}
+	return v1.PodSpec{SchedulerName: DefaultSchedulerName, Containers: []v1.Container{{Name: "work", Image: pauseImage}}}
 }
 
 // Obj returns the pod.
@@ -182,4 +188,10 @@ func ResourceList(nameValues ...string) v1.ResourceList {
 		l[v1.ResourceName(nameValues[i])] = resource.MustParse(nameValues[i+1])
 	}
 	return l
+}
+
+// SchedulerName sets the scheduler (profile) that schedules the pod.
+func (p *PodWrapper) SchedulerName(name string) *PodWrapper {
+	p.Spec.SchedulerName = name
+	return p
 }

@@ -20,7 +20,7 @@ func MakeReservation(name string, requests ...string) *ReservationWrapper {
 	return &ReservationWrapper{schedv1alpha1.Reservation{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: schedv1alpha1.ReservationSpec{
-			Template: schedv1alpha1.ReservationTemplate{Requests: ResourceList(requests...)},
+			Template: schedv1alpha1.ReservationTemplate{Requests: ResourceList(requests...), SchedulerName: DefaultSchedulerName},
 		},
 	}}
 }

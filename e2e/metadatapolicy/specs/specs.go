@@ -89,6 +89,9 @@ func (c *client) createPod(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
 // Register defines the specs for a deployment ("in-process" or "webhook").
 func Register(deployment string) bool {
 	return framework.Describe("MetadataPolicy ["+deployment+"]", ginkgo.Label(framework.LabelMetadataPolicy, deployment), func() {
+		if deployment == "in-process" {
+			ginkgo.BeforeEach(func() { framework.RequireGantryAPIServer("MetadataPolicy admission in process") })
+		}
 		specs()
 	})
 }

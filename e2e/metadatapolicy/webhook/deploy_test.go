@@ -21,6 +21,7 @@ import (
 	"github.com/gantry-dev/gantry/admission/qos"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/internal/kustomize"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -38,13 +39,46 @@ const (
 // its pods), and reaches each of its two pods through port-forwards. The
 // webhook configurations are the shipped ones with the specs' namespace
 // selector (see shippedConfigs), created before the Deployment, which
-// injects their CA.
+// injects their CA. On a stock control plane the webhook is the one
+// config/overlays/managed installed with the cluster.
 func deployWebhook(ctx context.Context, dir string) error {
 	tc := framework.TestContext
 	if os.Getenv(ownSecretsEnv) == "true" {
 		return fmt.Errorf("%s=true runs replicas as processes, with the local runtime only", ownSecretsEnv)
 	}
 	configName, certSecretNamespace = shippedName, shippedNamespace
+	if tc.ControlPlane == cluster.ControlPlaneStock {
+		// config/overlays/managed installed the webhook with the cluster,
+		// as on a managed cluster: the specs test that one, and leave it.
+		ginkgo.By("testing the gantry-webhook of config/overlays/managed")
+	} else if err := applyShipped(ctx, dir); err != nil {
+		return err
+	}
+
+	pods, err := waitServing(ctx)
+	if err != nil {
+		return err
+	}
+	framework.BeforeClusterRemoval(func(ctx context.Context) { savePodLogs(ctx, pods, dir) })
+	for _, p := range pods {
+		pf, err := framework.PortForward(ctx, shippedNamespace, p.Name, webhookPort, metricsPort, healthPort)
+		if err != nil {
+			return err
+		}
+		ginkgo.DeferCleanup(pf.Close)
+		replicas = append(replicas, &replica{
+			name: "pod " + p.Name, port: pf.Local[0], metricsPort: pf.Local[1], healthPort: pf.Local[2],
+			serverName: shippedName + "." + shippedNamespace + ".svc", secret: certSecretName,
+			log: filepath.Join(dir, p.Name+".log"),
+		})
+	}
+	return nil
+}
+
+// applyShipped applies admission/config (see renderShipped), the webhook
+// configurations first, and removes it after the suite.
+func applyShipped(ctx context.Context, dir string) error {
+	tc := framework.TestContext
 	image, err := framework.Image("gantry-webhook")
 	if err != nil {
 		return err
@@ -88,24 +122,6 @@ func deployWebhook(ctx context.Context, dir string) error {
 		}
 		return applier.Delete(ctx, rest)
 	})
-
-	pods, err := waitServing(ctx)
-	if err != nil {
-		return err
-	}
-	framework.BeforeClusterRemoval(func(ctx context.Context) { savePodLogs(ctx, pods, dir) })
-	for _, p := range pods {
-		pf, err := framework.PortForward(ctx, shippedNamespace, p.Name, webhookPort, metricsPort, healthPort)
-		if err != nil {
-			return err
-		}
-		ginkgo.DeferCleanup(pf.Close)
-		replicas = append(replicas, &replica{
-			name: "pod " + p.Name, port: pf.Local[0], metricsPort: pf.Local[1], healthPort: pf.Local[2],
-			serverName: shippedName + "." + shippedNamespace + ".svc", secret: certSecretName,
-			log: filepath.Join(dir, p.Name+".log"),
-		})
-	}
 	return nil
 }
 

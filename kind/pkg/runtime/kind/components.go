@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -13,7 +14,10 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	kindnodes "sigs.k8s.io/kind/pkg/cluster/nodes"
 
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
@@ -29,23 +33,28 @@ type component struct {
 	// loopback, for metrics and Gantry's endpoints; empty when it has none
 	// reachable that way.
 	endpoint string
+	// lease, namespace/name, is the leader lease of a Deployment with
+	// several replicas: its logs, restarts and requests are the leader's,
+	// and requests go to the leader pod's address on port.
+	lease string
+	port  int
 }
 
 var components = []component{
-	{"etcd", "etcd", "http://127.0.0.1:2381"},
-	{"kube-apiserver", "kube-apiserver", "https://127.0.0.1:6443"},
-	{"kube-controller-manager", "kube-controller-manager", "https://127.0.0.1:10257"},
-	{"kube-scheduler", "kube-scheduler", "https://127.0.0.1:10259"},
-	{"kwok-controller", "kwok-controller", ""},
-	{"gantry-provisioner", "provisioner", ""},
+	{name: "etcd", container: "etcd", endpoint: "http://127.0.0.1:2381"},
+	{name: "kube-apiserver", container: "kube-apiserver", endpoint: "https://127.0.0.1:6443"},
+	{name: "kube-controller-manager", container: "kube-controller-manager", endpoint: "https://127.0.0.1:10257"},
+	{name: "kube-scheduler", container: "kube-scheduler", endpoint: "https://127.0.0.1:10259"},
+	{name: "kwok-controller", container: "kwok-controller"},
+	{name: "gantry-provisioner", container: "provisioner"},
 }
 
 // stockComponents are what the stock control plane adds: Gantry's
 // scheduler and webhook as Deployments (config/overlays/managed). Their
 // servers listen in the pods' network, not the node's.
 var stockComponents = []component{
-	{"gantry-scheduler", "gantry-scheduler", ""},
-	{"gantry-webhook", "webhook", ""},
+	{name: "gantry-scheduler", container: "gantry-scheduler", lease: "gantry-system/gantry-scheduler", port: 10259},
+	{name: "gantry-webhook", container: "webhook"},
 }
 
 // components are the cluster's components: the static pods, then the
@@ -70,7 +79,9 @@ func (r *Runtime) lookup(name string) (component, error) {
 // runtime, as kubelet names it.
 type nodeContainer struct {
 	ID, Name string
-	Running  bool
+	// Pod is the name of the container's pod.
+	Pod     string
+	Running bool
 	// Log is the container's log under /var/log/containers.
 	Log string
 }
@@ -82,7 +93,7 @@ type nodeContainer struct {
 const listScript = `cd /var/log/containers && ls -t | sed 's/^/log /'
 ctr -n k8s.io tasks ls | tail -n +2 | sed 's/^/task /'`
 
-var containerLog = regexp.MustCompile(`^[^_]+_[^_]+_(.+)-([0-9a-f]{64})\.log$`)
+var containerLog = regexp.MustCompile(`^([^_]+)_[^_]+_(.+)-([0-9a-f]{64})\.log$`)
 
 // parseContainers reads listScript's output: the containers newest first.
 func parseContainers(out string) []nodeContainer {
@@ -95,7 +106,7 @@ func parseContainers(out string) []nodeContainer {
 			running[fields[1]] = fields[3] == "RUNNING"
 		case len(fields) == 2 && fields[0] == "log":
 			if m := containerLog.FindStringSubmatch(fields[1]); m != nil {
-				list = append(list, nodeContainer{ID: m[2], Name: m[1], Log: "/var/log/containers/" + fields[1]})
+				list = append(list, nodeContainer{ID: m[3], Name: m[2], Pod: m[1], Log: "/var/log/containers/" + fields[1]})
 			}
 		}
 	}
@@ -130,6 +141,47 @@ func (r *Runtime) cp() (kindnodes.Node, error) {
 		}
 	}
 	return nil, fmt.Errorf("cluster %q has no control-plane node %s", r.o.Name, r.controlPlane())
+}
+
+// leader returns the pod of c that holds its lease, and that pod's address;
+// "" for a component without a lease.
+func (r *Runtime) leader(ctx context.Context, c component) (pod, ip string, err error) {
+	if c.lease == "" {
+		return "", "", nil
+	}
+	ns, name, _ := strings.Cut(c.lease, "/")
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.o.KubeconfigPath)
+	if err != nil {
+		return "", "", err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", "", err
+	}
+	lease, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("%s's leader: %w", c.name, err)
+	}
+	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		return "", "", fmt.Errorf("%s has no leader: lease %s is not held", c.name, c.lease)
+	}
+	// kube-scheduler's identity is <hostname>_<uuid>; a pod's hostname is
+	// its name.
+	pod, _, _ = strings.Cut(*lease.Spec.HolderIdentity, "_")
+	p, err := client.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("%s's leader: %w", c.name, err)
+	}
+	if p.Status.PodIP == "" {
+		return "", "", fmt.Errorf("%s's leader %s has no address yet", c.name, pod)
+	}
+	return pod, p.Status.PodIP, nil
+}
+
+// ofComponent reports whether ct is a container of c: its name, and for a
+// component with a lease, in the leader pod.
+func ofComponent(ct nodeContainer, c component, leader string) bool {
+	return ct.Name == c.container && (leader == "" || ct.Pod == leader)
 }
 
 // Stopped implements cluster.Runtime: the components with no running
@@ -169,12 +221,16 @@ func (r *Runtime) LogTail(name string, lines int) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	leader, _, err := r.leader(ctx, c)
+	if err != nil {
+		return "", err
+	}
 	list, err := r.containers(ctx)
 	if err != nil {
 		return "", err
 	}
 	for _, ct := range list {
-		if ct.Name != c.container {
+		if !ofComponent(ct, c, leader) {
 			continue
 		}
 		cp, err := r.cp()
@@ -232,7 +288,15 @@ func (r *Runtime) request(ctx context.Context, name, token, method, path string,
 	if err != nil {
 		return 0, nil, err
 	}
-	if c.endpoint == "" {
+	endpoint := c.endpoint
+	if c.lease != "" && c.port != 0 {
+		_, ip, err := r.leader(ctx, c)
+		if err != nil {
+			return 0, nil, err
+		}
+		endpoint = "https://" + net.JoinHostPort(ip, strconv.Itoa(c.port))
+	}
+	if endpoint == "" {
 		return 0, nil, &cluster.NotSupportedError{Runtime: Name, Reason: name + "'s endpoints are not reachable from its node"}
 	}
 	as, withBody := "admin", ""
@@ -248,7 +312,7 @@ func (r *Runtime) request(ctx context.Context, name, token, method, path string,
 		return 0, nil, err
 	}
 	var out, errOut bytes.Buffer
-	cmd := cp.CommandContext(ctx, "sh", "-c", requestScript, "request", as, method, c.endpoint+path, withBody).
+	cmd := cp.CommandContext(ctx, "sh", "-c", requestScript, "request", as, method, endpoint+path, withBody).
 		SetStdout(&out).SetStderr(&errOut)
 	if in != nil {
 		cmd.SetStdin(bytes.NewReader(in))
@@ -302,13 +366,17 @@ func (r *Runtime) RestartComponent(ctx context.Context, name string, sig syscall
 	default:
 		return fmt.Errorf("restarting %s: signal %v: want SIGTERM or SIGKILL", name, sig)
 	}
+	leader, _, err := r.leader(ctx, c)
+	if err != nil {
+		return err
+	}
 	list, err := r.containers(ctx)
 	if err != nil {
 		return err
 	}
 	old := ""
 	for _, ct := range list {
-		if ct.Name == c.container && ct.Running {
+		if ofComponent(ct, c, leader) && ct.Running {
 			old = ct.ID
 			break
 		}
@@ -329,7 +397,7 @@ func (r *Runtime) RestartComponent(ctx context.Context, name string, sig syscall
 			return false, nil
 		}
 		for _, ct := range list {
-			if ct.Name == c.container && ct.Running && ct.ID != old {
+			if ofComponent(ct, c, leader) && ct.Running && ct.ID != old {
 				return true, nil
 			}
 		}

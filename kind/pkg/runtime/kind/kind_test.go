@@ -215,15 +215,15 @@ func TestParseContainers(t *testing.T) {
 		"task " + id('c') + " 77 STOPPED\n"
 	got := parseContainers(out)
 	want := []nodeContainer{
-		{ID: id('b'), Name: "kube-scheduler", Running: true},
-		{ID: id('a'), Name: "kube-scheduler"},
-		{ID: id('c'), Name: "provisioner"},
+		{ID: id('b'), Name: "kube-scheduler", Pod: "kube-scheduler-gantry-control-plane", Running: true},
+		{ID: id('a'), Name: "kube-scheduler", Pod: "kube-scheduler-gantry-control-plane"},
+		{ID: id('c'), Name: "provisioner", Pod: "gantry-provisioner-f8b85c6ff-l6kf6"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %+v", got)
 	}
 	for i := range want {
-		if got[i].ID != want[i].ID || got[i].Name != want[i].Name || got[i].Running != want[i].Running || !strings.HasSuffix(got[i].Log, want[i].ID+".log") {
+		if got[i].ID != want[i].ID || got[i].Name != want[i].Name || got[i].Pod != want[i].Pod || got[i].Running != want[i].Running || !strings.HasSuffix(got[i].Log, want[i].ID+".log") {
 			t.Errorf("container %d: got %+v, want %+v", i, got[i], want[i])
 		}
 	}
