@@ -8,6 +8,9 @@ NODES ?= 3
 # How `make up`, `down`, `status` and `e2e` run clusters: local (processes) or kind (Docker
 # containers of the node image; needs `make node-image`).
 RUNTIME ?= local
+# Control plane of a kind cluster (`make up`, `make e2e`): gantry (Gantry's kube-apiserver and
+# kube-scheduler) or stock (upstream's, with Gantry's add-ons as on a managed cluster).
+CONTROL_PLANE ?= gantry
 # Repetitions of `make bench`'s Go benchmarks (compare only what one run printed).
 COUNT ?= 3
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
@@ -57,7 +60,7 @@ push:
 
 ## up: build, then bring up the cluster (NODES=3 kwok nodes; RUNTIME=kind adds 2 workers).
 up: build
-	$(BIN)/gantry-cluster up --runtime $(RUNTIME) --nodes $(NODES) $(UP_FLAGS)
+	$(BIN)/gantry-cluster up --runtime $(RUNTIME) --control-plane $(CONTROL_PLANE) --nodes $(NODES) $(UP_FLAGS)
 
 ## down: remove the cluster and everything made for it.
 down: build
@@ -101,7 +104,8 @@ bench-preemption-qps: build
 e2e: build
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
 	$(GINKGO) -v --timeout=$(if $(filter kind,$(RUNTIME)),80m,40m) --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
-		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME)
+		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME) \
+		--control-plane=$(CONTROL_PLANE)
 
 ## e2e-kind: the node image for this machine's platform, then the smoke, narrowing and
 ## MetadataPolicy webhook suites on kind clusters (what `make test` runs on kind; `make e2e

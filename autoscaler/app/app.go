@@ -235,7 +235,7 @@ func (c *crdWaiter) Start(ctx context.Context) error {
 			}
 			return c.setup()
 		case !slices.Equal(missing, c.waiting):
-			logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply -f crds/manifests); waiting for them", "missing", missing)
+			logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply --server-side -k crds/manifests, or an overlay of config/); waiting for them", "missing", missing)
 			c.waiting = missing
 		}
 		select {
