@@ -46,6 +46,11 @@ type Options struct {
 	// HTTP/1.1 only, against HTTP/2 stream-reset floods such as
 	// CVE-2023-44487).
 	EnableHTTP2 bool
+	// ShutdownDelay is how long the webhook server goes on serving after it
+	// is told to stop (SIGTERM), while /readyz already fails: time for the
+	// pod's endpoint to leave the Service and for every node's proxy to
+	// stop sending it requests, so that a rolling update refuses none.
+	ShutdownDelay time.Duration
 }
 
 // NewOptions are gantry-webhook's options with the defaults of its flags.
@@ -59,6 +64,7 @@ func NewOptions() *Options {
 		ValidatingWebhookConfiguration: "gantry-webhook",
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
+		ShutdownDelay:                  5 * time.Second,
 	}
 }
 
@@ -75,11 +81,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ValidatingWebhookConfiguration, "validating-webhook-configuration", o.ValidatingWebhookConfiguration, "ValidatingWebhookConfiguration whose CA bundles are kept injected (\"\" skips)")
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics over HTTPS, for clients allowed GET on the non-resource URL /metrics (\"\" off)")
 	fs.StringVar(&o.HealthProbeAddress, "health-probe-bind-address", o.HealthProbeAddress, "address of /healthz and /readyz over plain HTTP (\"\" off)")
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long to go on serving admission requests after SIGTERM, not ready, so that a rolling update refuses none (keep it below the pod's terminationGracePeriodSeconds)")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "serve HTTP/2 as well as HTTP/1.1 (off against HTTP/2 stream-reset floods)")
 }
 
 // Validate reports options that cannot work.
 func (o *Options) Validate() error {
+	if o.ShutdownDelay < 0 || o.ShutdownDelay > 5*time.Minute {
+		return fmt.Errorf("--shutdown-delay=%s: want 0 to 5m", o.ShutdownDelay)
+	}
 	if o.CertSecret != "" {
 		ns, name, ok := strings.Cut(o.CertSecret, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {

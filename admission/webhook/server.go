@@ -103,6 +103,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			c.NextProtos = []string{"http/1.1"}
 		}
 	}
+	// The servers stop ShutdownDelay after ctx ends; /readyz fails at once.
+	serving := afterDelay(ctx, o.ShutdownDelay, func() {
+		logger.Info("Stopping: not ready, serving admission requests a while longer", "shutdownDelay", o.ShutdownDelay)
+	})
 	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, TLSOpts: []func(*tls.Config){tlsOpts}})
 	server.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}})
 	server.Register(ValidatePath, &webhook.Admission{Handler: &Validator{Reviewer: reviewer}})
@@ -122,19 +126,35 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		if err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		go serve(ctx, logger, "metrics", srv, tls.NewListener(ln, srv.TLSConfig))
+		go serve(serving, logger, "metrics", srv, tls.NewListener(ln, srv.TLSConfig))
 	}
 	if o.HealthProbeAddress != "" {
-		r := &readiness{source: source, certs: certs, rotator: rotator, injector: injector}
+		r := &readiness{source: source, certs: certs, rotator: rotator, injector: injector, stopping: ctx.Done()}
 		ln, err := net.Listen("tcp", o.HealthProbeAddress)
 		if err != nil {
 			return fmt.Errorf("health probes: %w", err)
 		}
-		go serve(ctx, logger, "health probes", &http.Server{Handler: r.mux(), ReadHeaderTimeout: 10 * time.Second}, ln)
+		go serve(serving, logger, "health probes", &http.Server{Handler: r.mux(), ReadHeaderTimeout: 10 * time.Second}, ln)
 	}
 	logger.Info("Serving Gantry admission webhooks", "port", o.Port, "paths", []string{MutatePath, ValidatePath, ValidatePolicyPath},
 		"metrics", o.MetricsAddress, "healthProbes", o.HealthProbeAddress)
-	return server.Start(ctx)
+	return server.Start(serving)
+}
+
+// afterDelay returns a context that ends delay after ctx does; started is
+// called when ctx ends. The webhook server serves on for delay while the
+// readiness check (which watches ctx) already fails.
+func afterDelay(ctx context.Context, delay time.Duration, started func()) context.Context {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		started()
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		<-t.C
+		cancel()
+	}()
+	return out
 }
 
 // certificateSource serves the current serving certificate.
@@ -168,9 +188,16 @@ type readiness struct {
 	certs    certificateSource
 	rotator  *CertRotator // nil with --cert-dir
 	injector *CAInjector
+	// stopping is closed once the process is told to stop.
+	stopping <-chan struct{}
 }
 
 func (r *readiness) check() error {
+	select {
+	case <-r.stopping:
+		return errors.New("shutting down")
+	default:
+	}
 	if !r.source.Ready() {
 		return errors.New("policies are still being loaded")
 	}
