@@ -74,6 +74,9 @@ const (
 	// LabelSecurity marks the attacks of docs/security.md's threat model,
 	// each run as a tenant (see Tenant).
 	LabelSecurity = "security"
+	// LabelInstall marks the day-2 operations of Gantry's install: apply
+	// again, rolling updates under load, delete.
+	LabelInstall = "install"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or
@@ -123,7 +126,9 @@ type suiteOptions struct {
 
 // WithCluster gives the suite's local cluster its own name and extra
 // kube-apiserver flags ("name=value"), for suites that need a differently
-// configured control plane.
+// configured control plane. The flags are for Gantry's kube-apiserver (such
+// as disabling its admission plugins): a stock control plane does not get
+// them.
 func WithCluster(name string, apiserverArgs ...string) SuiteOption {
 	return func(o *suiteOptions) { o.clusterName, o.apiserverArgs = name, apiserverArgs }
 }
@@ -279,6 +284,9 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		// Its own state and kubeconfig, beside the default cluster's.
 		o.WorkDir = filepath.Join(root, "_output", "cluster-"+so.clusterName)
 		o.KubeconfigPath = filepath.Join(root, "_output", "kubeconfig-"+so.clusterName)
+	}
+	if o.ControlPlane == cluster.ControlPlaneStock {
+		o.APIServerArgs = nil
 	}
 	if o.Runtime != "local" {
 		// Real nodes boot, pull nothing, and run kubeadm: slower steps.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
@@ -153,5 +154,26 @@ var _ = framework.Describe("Gated placement narrowing", ginkgo.Label(framework.L
 		err = narrow(ctx, f, "running", terms(wrappers.Term(wrappers.In(zoneKey, nodes.Zones...))), true, false)
 		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "dropping a toleration of a non-gated pod: want 422 Invalid, got %v", err)
 		gomega.Expect(err.Error()).To(gomega.ContainSubstring("existing toleration can not be modified"))
+	})
+})
+
+// The probe docs/install.md gives a controller that must tell, without
+// trusting the version string, whether its API server narrows: a dry-run
+// update that removes one value of a gated pod's In expression. Gantry's
+// kube-apiserver accepts it; upstream's (the stock control plane) refuses
+// it as an invalid change.
+var _ = framework.Describe("Telling whether the API server narrows", ginkgo.Label(framework.LabelNarrowing), func() {
+	f := framework.NewFramework("narrowing-probe")
+
+	ginkgo.It("answers the dry-run probe of docs/install.md as the control plane it is", func(ctx ginkgo.SpecContext) {
+		p, err := f.Client.CoreV1().Pods(f.Namespace).Create(ctx, queuedPod(f.Namespace, "probe", true), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		wrappers.SetRequiredTerms(p, wrappers.Term(wrappers.In(zoneKey, nodes.Zones[1:]...)))
+		_, err = f.Client.CoreV1().Pods(f.Namespace).Update(ctx, p, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+		if framework.TestContext.ControlPlane == cluster.ControlPlaneStock {
+			gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "upstream's kube-apiserver answered the narrowing probe with %v", err)
+			return
+		}
+		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "Gantry's kube-apiserver refused the narrowing probe")
 	})
 })

@@ -170,9 +170,10 @@ func specs() {
 		gomega.Expect(be.Spec.SchedulerName).To(gomega.Equal(bestEffortProfile))
 		gu, err := c.createPod(ctx, guaranteed(wrappers.MakePod("guaranteed", f.Namespace)).Obj())
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		gomega.Expect(gu.Spec.SchedulerName).To(gomega.Equal(v1.DefaultSchedulerName))
+		// The pod keeps the scheduler it named (the wrappers name Gantry's).
+		gomega.Expect(gu.Spec.SchedulerName).To(gomega.Equal(framework.SchedulerName))
 
-		for pod, profile := range map[string]string{"best-effort": bestEffortProfile, "guaranteed": v1.DefaultSchedulerName} {
+		for pod, profile := range map[string]string{"best-effort": bestEffortProfile, "guaranteed": framework.SchedulerName} {
 			framework.Eventually(ctx, func(g gomega.Gomega) {
 				events, err := f.Client.CoreV1().Events(f.Namespace).List(ctx, metav1.ListOptions{
 					FieldSelector: fields.Set{"involvedObject.name": pod, "reason": "Scheduled"}.String()})

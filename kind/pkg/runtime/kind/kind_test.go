@@ -65,7 +65,7 @@ func TestRenderWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := r.renderWorkloads()
+	objs, err := r.RenderWorkloads()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestRenderWorkloadsStock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := r.renderWorkloads()
+	objs, err := r.RenderWorkloads()
 	if err != nil {
 		t.Fatal(err)
 	}

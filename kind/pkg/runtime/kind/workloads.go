@@ -24,8 +24,8 @@ import (
 // workloadsNamespace is where Gantry's workloads run.
 const workloadsNamespace = "gantry-system"
 
-// fieldManager owns the fields the runtime applies.
-const fieldManager = "gantry-cluster"
+// FieldManager owns the fields the runtime applies.
+const FieldManager = "gantry-cluster"
 
 // workload is a Deployment of the addons, by component name.
 type workload struct{ component, deployment string }
@@ -55,7 +55,7 @@ func (r *Runtime) Workloads() []string {
 // with, the kwok node groups it scales), applied server-side; it returns
 // when both Deployments are available.
 func (r *Runtime) InstallWorkloads(ctx context.Context, cfg *rest.Config) (string, error) {
-	objs, err := r.renderWorkloads()
+	objs, err := r.RenderWorkloads()
 	if err != nil {
 		return "", err
 	}
@@ -117,12 +117,12 @@ func kubeProxyOffFakeNodes() *unstructured.Unstructured {
 	}}
 }
 
-// renderWorkloads builds, as `kubectl kustomize` would, a kustomization
+// RenderWorkloads builds, as `kubectl kustomize` would, a kustomization
 // made for this cluster on top of kind/config/addons (Gantry's control
 // plane: the provisioner simulates with the cluster's scheduler
 // configuration) or kind/config/managed-addons (the stock control plane:
 // the overlay's second scheduler and its configuration).
-func (r *Runtime) renderWorkloads() ([]*unstructured.Unstructured, error) {
+func (r *Runtime) RenderWorkloads() ([]*unstructured.Unstructured, error) {
 	kwokVersion, err := requiredVersion(filepath.Join(r.o.Root, "hack", "tools", "go.mod"), "sigs.k8s.io/kwok")
 	if err != nil {
 		return nil, err
@@ -174,10 +174,10 @@ func requiredVersion(gomod, module string) (string, error) {
 	return string(m[1]), nil
 }
 
-// apply applies objs server-side, in order, as fieldManager, taking over
+// apply applies objs server-side, in order, as FieldManager, taking over
 // fields another manager set (the runtime owns these objects).
 func apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructured) error {
-	a, err := applypkg.New(cfg, fieldManager)
+	a, err := applypkg.New(cfg, FieldManager)
 	if err != nil {
 		return err
 	}
