@@ -19,6 +19,7 @@ func TestOptionsDefaults(t *testing.T) {
 		ValidatingWebhookConfiguration: "gantry-webhook",
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
+		ShutdownDelay:                  5 * time.Second,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -41,6 +42,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--metrics-bind-address=",
 		"--health-probe-bind-address=127.0.0.1:8081",
 		"--enable-http2",
+		"--shutdown-delay=12s",
 	)
 	want := &Options{
 		Port:                           8443,
@@ -53,6 +55,7 @@ func TestOptionsFlags(t *testing.T) {
 		MetricsAddress:                 "",
 		HealthProbeAddress:             "127.0.0.1:8081",
 		EnableHTTP2:                    true,
+		ShutdownDelay:                  12 * time.Second,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
