@@ -6,7 +6,6 @@ package config_test
 import (
 	"maps"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/internal/kustomize"
 	"github.com/gantry-dev/gantry/test/util"
 )
 
@@ -45,35 +45,10 @@ func render(t *testing.T, dir string) []runtime.Object {
 func renderWith(t *testing.T, overlay string, components ...string) []runtime.Object {
 	t.Helper()
 	dir := t.TempDir()
-	rel := func(p string) string {
-		abs, err := filepath.Abs(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := filepath.Rel(dir, abs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return filepath.ToSlash(r)
-	}
-	text := "resources: [" + rel(overlay) + "]\ncomponents:\n"
-	for _, c := range components {
-		text += "- " + rel(c) + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o644); err != nil {
+	if err := kustomize.WriteWithComponents(dir, overlay, components...); err != nil {
 		t.Fatal(err)
 	}
 	return render(t, dir)
-}
-
-func ofType[T runtime.Object](objs []runtime.Object) []T {
-	var out []T
-	for _, o := range objs {
-		if o, ok := o.(T); ok {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 func find[T interface {
@@ -81,7 +56,7 @@ func find[T interface {
 	GetName() string
 }](t *testing.T, objs []runtime.Object, name string) T {
 	t.Helper()
-	for _, o := range ofType[T](objs) {
+	for _, o := range util.OfType[T](objs) {
 		if o.GetName() == name {
 			return o
 		}
@@ -130,7 +105,7 @@ func TestOverlays(t *testing.T) {
 					t.Errorf("%s %s is in namespace %s", kind, m.GetName(), ns)
 				}
 			}
-			for _, d := range ofType[*appsv1.Deployment](objs) {
+			for _, d := range util.OfType[*appsv1.Deployment](objs) {
 				for _, c := range d.Spec.Template.Spec.Containers {
 					if !regexp.MustCompile(`^gantry\.local/[a-z-]+:` + regexp.QuoteMeta(tag) + `$`).MatchString(c.Image) {
 						t.Errorf("Deployment %s: image %q, want gantry.local/<name>:%s", d.Name, c.Image, tag)
@@ -172,7 +147,7 @@ func arg(c v1.Container, flag string) (string, bool) {
 
 // bound reports whether a ClusterRoleBinding gives role to the subject.
 func bound(objs []runtime.Object, role string, subject rbacv1.Subject) bool {
-	for _, b := range ofType[*rbacv1.ClusterRoleBinding](objs) {
+	for _, b := range util.OfType[*rbacv1.ClusterRoleBinding](objs) {
 		if b.RoleRef.Name == role && slices.Contains(b.Subjects, subject) {
 			return true
 		}
@@ -237,11 +212,11 @@ func TestManaged(t *testing.T) {
 
 func TestFull(t *testing.T) {
 	objs := render(t, "overlays/full")
-	if n := len(ofType[*admissionregistrationv1.MutatingWebhookConfiguration](objs)) +
-		len(ofType[*admissionregistrationv1.ValidatingWebhookConfiguration](objs)); n != 0 {
+	if n := len(util.OfType[*admissionregistrationv1.MutatingWebhookConfiguration](objs)) +
+		len(util.OfType[*admissionregistrationv1.ValidatingWebhookConfiguration](objs)); n != 0 {
 		t.Errorf("%d webhook configurations: Gantry's kube-apiserver admits in process", n)
 	}
-	for _, d := range ofType[*appsv1.Deployment](objs) {
+	for _, d := range util.OfType[*appsv1.Deployment](objs) {
 		if d.Name != "gantry-provisioner" {
 			t.Errorf("Deployment %s: the full overlay runs gantry-provisioner only", d.Name)
 		}
@@ -264,8 +239,8 @@ func TestWorkloads(t *testing.T) {
 			if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
 				t.Errorf("namespace %s enforces %q, want restricted", namespace, got)
 			}
-			pdbs := ofType[*policyv1.PodDisruptionBudget](objs)
-			for _, d := range ofType[*appsv1.Deployment](objs) {
+			pdbs := util.OfType[*policyv1.PodDisruptionBudget](objs)
+			for _, d := range util.OfType[*appsv1.Deployment](objs) {
 				if d.Spec.Replicas == nil || *d.Spec.Replicas < 2 {
 					t.Errorf("%s: replicas %v, want 2 or more", d.Name, d.Spec.Replicas)
 				}

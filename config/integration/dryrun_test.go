@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -64,18 +63,10 @@ func fakeDigests(t *testing.T, dir string) map[string]string {
 func withComponents(t *testing.T, root, overlay string, components ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(root, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return filepath.ToSlash(r)
+	for i, c := range components {
+		components[i] = filepath.Join(root, c)
 	}
-	text := "resources: [" + rel(overlay) + "]\ncomponents:\n"
-	for _, c := range components {
-		text += "- " + rel(c) + "\n"
-	}
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o644); err != nil {
+	if err := kustomize.WriteWithComponents(dir, filepath.Join(root, overlay), components...); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -42,22 +42,11 @@ func Build(dir string) ([]*unstructured.Unstructured, error) {
 // builds it. base is a directory; it is referred to relative to dir, as
 // kustomize requires.
 func BuildOver(dir, base, kustomization string, files map[string][]byte) ([]*unstructured.Unstructured, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	absBase, err := filepath.Abs(base)
+	rel, err := relative(dir, base)
 	if err != nil {
 		return nil, err
 	}
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
-	}
-	rel, err := filepath.Rel(absDir, absBase)
-	if err != nil {
-		return nil, err
-	}
-	text := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + filepath.ToSlash(rel) + "\n" + kustomization
+	text := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\n" + kustomization
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o644); err != nil {
 		return nil, err
 	}
@@ -67,4 +56,41 @@ func BuildOver(dir, base, kustomization string, files map[string][]byte) ([]*uns
 		}
 	}
 	return Build(dir)
+}
+
+// WriteWithComponents writes, in dir, the kustomization a user would write
+// to install base with components (directories, as `components:` takes
+// them).
+func WriteWithComponents(dir, base string, components ...string) error {
+	rel, err := relative(dir, base)
+	if err != nil {
+		return err
+	}
+	text := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + rel + "\ncomponents:\n"
+	for _, c := range components {
+		r, err := relative(dir, c)
+		if err != nil {
+			return err
+		}
+		text += "- " + r + "\n"
+	}
+	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(text), 0o644)
+}
+
+// relative makes dir (created if missing) and returns target relative to
+// it, with forward slashes.
+func relative(dir, target string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	absTarget, err := filepath.Abs(target)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(absDir, absTarget)
+	return filepath.ToSlash(rel), err
 }

@@ -45,3 +45,14 @@ func Kustomize(dir string) ([]runtime.Object, error) {
 	}
 	return objs, nil
 }
+
+// OfType returns the objects of objs that are a T, in order.
+func OfType[T runtime.Object](objs []runtime.Object) []T {
+	var out []T
+	for _, o := range objs {
+		if o, ok := o.(T); ok {
+			out = append(out, o)
+		}
+	}
+	return out
+}

@@ -93,7 +93,7 @@ func TestDeploymentsRunOnTheControlPlane(t *testing.T) {
 	stock["gantry-webhook"] = want{"webhook", 2}
 	for dir, deployments := range map[string]map[string]want{".": gantry, "../managed-addons": stock} {
 		objs := renderDir(t, dir)
-		if n := len(ofType[*appsv1.Deployment](objs)); n != len(deployments) {
+		if n := len(util.OfType[*appsv1.Deployment](objs)); n != len(deployments) {
 			t.Errorf("%s: %d Deployments, want %d", dir, n, len(deployments))
 		}
 		for name, w := range deployments {
@@ -118,16 +118,6 @@ func TestDeploymentsRunOnTheControlPlane(t *testing.T) {
 			}
 		}
 	}
-}
-
-func ofType[T runtime.Object](objs []runtime.Object) []T {
-	var out []T
-	for _, o := range objs {
-		if o, ok := o.(T); ok {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 func TestProvisionerUsesTheKwokProvider(t *testing.T) {
