@@ -93,6 +93,10 @@ func newRuntime(o *cluster.Options) (*Runtime, error) {
 	r.plane = o.ControlPlane
 	if data, err := os.ReadFile(r.controlPlaneFile()); err == nil {
 		r.recorded = strings.TrimSpace(string(data))
+		if r.recorded != cluster.ControlPlaneGantry && r.recorded != cluster.ControlPlaneStock {
+			return nil, fmt.Errorf("%s records control plane %q, neither %s nor %s", r.controlPlaneFile(), r.recorded,
+				cluster.ControlPlaneGantry, cluster.ControlPlaneStock)
+		}
 		r.plane = r.recorded
 	}
 	r.provider = kindcluster.NewProvider(kindcluster.ProviderWithDocker(), kindcluster.ProviderWithLogger(r.log))

@@ -173,6 +173,38 @@ func TestRenderWorkloadsStock(t *testing.T) {
 	}
 }
 
+// A cluster's recorded control plane wins over the flag, so that status and
+// down need none; a record that says neither is an error.
+func TestRecordedControlPlane(t *testing.T) {
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	o := &cluster.Options{Root: root, Name: "c", WorkDir: work, ControlPlane: cluster.ControlPlaneGantry}
+	r, err := newRuntime(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for record, want := range map[string]string{"stock\n": cluster.ControlPlaneStock, "gantry": cluster.ControlPlaneGantry, "bogus\n": ""} {
+		if err := os.WriteFile(r.controlPlaneFile(), []byte(record), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := newRuntime(o)
+		switch {
+		case want == "" && err == nil:
+			t.Errorf("record %q accepted", record)
+		case want != "" && err != nil:
+			t.Errorf("record %q: %v", record, err)
+		case want != "" && (got.plane != want || len(got.Workloads()) != map[string]int{"stock": 4, "gantry": 2}[want]):
+			t.Errorf("record %q: control plane %q, workloads %v", record, got.plane, got.Workloads())
+		}
+	}
+}
+
 func TestSplitStatus(t *testing.T) {
 	code, body, err := splitStatus([]byte("line 1\nline 2\n\n204"))
 	if err != nil || code != 204 || string(body) != "line 1\nline 2\n" {
