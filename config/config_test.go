@@ -308,3 +308,39 @@ func TestProviders(t *testing.T) {
 		}
 	}
 }
+
+// Turning the webhook off as docs/install.md shows leaves no webhook object
+// and the rest of the install as it was.
+func TestTurningTheWebhookOff(t *testing.T) {
+	dir := t.TempDir()
+	if err := kustomize.WriteWithComponents(dir, "overlays/managed"); err != nil {
+		t.Fatal(err)
+	}
+	patches := `patches:
+- patch: '{"$patch": "delete", "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gantry-webhook", "namespace": "gantry-system"}}'
+- patch: '{"$patch": "delete", "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "gantry-webhook"}}'
+- patch: '{"$patch": "delete", "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "gantry-webhook"}}'
+`
+	f, err := os.OpenFile(dir+"/kustomization.yaml", os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(patches); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	objs := render(t, dir)
+	if n := len(util.OfType[*admissionregistrationv1.MutatingWebhookConfiguration](objs)) +
+		len(util.OfType[*admissionregistrationv1.ValidatingWebhookConfiguration](objs)); n != 0 {
+		t.Errorf("%d webhook configurations left", n)
+	}
+	var deployments []string
+	for _, d := range util.OfType[*appsv1.Deployment](objs) {
+		deployments = append(deployments, d.Name)
+	}
+	if !slices.Equal(deployments, []string{"gantry-provisioner", "gantry-scheduler"}) {
+		t.Errorf("Deployments %v, want gantry-provisioner and gantry-scheduler", deployments)
+	}
+}
