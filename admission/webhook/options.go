@@ -51,6 +51,10 @@ type Options struct {
 	// pod's endpoint to leave the Service and for every node's proxy to
 	// stop sending it requests, so that a rolling update refuses none.
 	ShutdownDelay time.Duration
+	// QPS and Burst of the client, when the rest config sets none: policy
+	// status is one write per policy.
+	QPS   float32
+	Burst int
 }
 
 // NewOptions are gantry-webhook's options with the defaults of its flags.
@@ -65,6 +69,8 @@ func NewOptions() *Options {
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
 		ShutdownDelay:                  5 * time.Second,
+		QPS:                            50,
+		Burst:                          100,
 	}
 }
 
@@ -82,11 +88,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddress, "metrics-bind-address", o.MetricsAddress, "address of /metrics over HTTPS, for clients allowed GET on the non-resource URL /metrics (\"\" off)")
 	fs.StringVar(&o.HealthProbeAddress, "health-probe-bind-address", o.HealthProbeAddress, "address of /healthz and /readyz over plain HTTP (\"\" off)")
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay", o.ShutdownDelay, "how long to go on serving admission requests after SIGTERM, not ready, so that a rolling update refuses none (keep it below the pod's terminationGracePeriodSeconds)")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "client QPS to kube-apiserver (policy status is one write per policy)")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "client burst to kube-apiserver")
 	fs.BoolVar(&o.EnableHTTP2, "enable-http2", o.EnableHTTP2, "serve HTTP/2 as well as HTTP/1.1 (off against HTTP/2 stream-reset floods)")
 }
 
 // Validate reports options that cannot work.
 func (o *Options) Validate() error {
+	if o.QPS <= 0 || o.Burst <= 0 {
+		return fmt.Errorf("--kube-api-qps=%v and --kube-api-burst=%d must be positive", o.QPS, o.Burst)
+	}
 	if o.ShutdownDelay < 0 || o.ShutdownDelay > 5*time.Minute {
 		return fmt.Errorf("--shutdown-delay=%s: want 0 to 5m", o.ShutdownDelay)
 	}

@@ -20,6 +20,8 @@ func TestOptionsDefaults(t *testing.T) {
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
 		ShutdownDelay:                  5 * time.Second,
+		QPS:                            50,
+		Burst:                          100,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -43,6 +45,8 @@ func TestOptionsFlags(t *testing.T) {
 		"--health-probe-bind-address=127.0.0.1:8081",
 		"--enable-http2",
 		"--shutdown-delay=12s",
+		"--kube-api-qps=7.5",
+		"--kube-api-burst=9",
 	)
 	want := &Options{
 		Port:                           8443,
@@ -56,6 +60,8 @@ func TestOptionsFlags(t *testing.T) {
 		HealthProbeAddress:             "127.0.0.1:8081",
 		EnableHTTP2:                    true,
 		ShutdownDelay:                  12 * time.Second,
+		QPS:                            7.5,
+		Burst:                          9,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)

@@ -43,6 +43,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	metrics.Register()
+	if cfg.QPS == 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

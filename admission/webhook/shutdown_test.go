@@ -30,6 +30,16 @@ func TestShutdownDelay(t *testing.T) {
 	<-serving.Done() // without a delay, at once
 }
 
+func TestClientRateMustBePositive(t *testing.T) {
+	for _, set := range []func(*Options){func(o *Options) { o.QPS = 0 }, func(o *Options) { o.Burst = -1 }} {
+		o := NewOptions()
+		set(o)
+		if err := o.Validate(); err == nil {
+			t.Errorf("QPS %v, burst %d accepted", o.QPS, o.Burst)
+		}
+	}
+}
+
 func TestShutdownDelayIsBounded(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, 6 * time.Minute} {
 		o := NewOptions()
