@@ -32,10 +32,7 @@ func TestRequiredVersion(t *testing.T) {
 
 // The repository's own go.mod names the release the node image is tagged with.
 func TestNewDefaultsTheNodeImageToThePinnedRelease(t *testing.T) {
-	root, err := filepath.Abs("../../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := checkout(t)
 	r, err := newRuntime(&cluster.Options{Root: root, Name: "x", WorkDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -52,10 +49,7 @@ func TestNewDefaultsTheNodeImageToThePinnedRelease(t *testing.T) {
 // The workloads are kind/config/addons with the preloaded images and the
 // cluster's configuration.
 func TestRenderWorkloads(t *testing.T) {
-	root, err := filepath.Abs("../../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := checkout(t)
 	work := t.TempDir()
 	schedulerConfig := filepath.Join(work, "scheduler.yaml")
 	if err := os.WriteFile(schedulerConfig, []byte("kind: KubeSchedulerConfiguration # marker\n"), 0o644); err != nil {
@@ -124,10 +118,7 @@ func TestRenderWorkloads(t *testing.T) {
 // (the second scheduler's profiles), and nothing bound to the cluster's own
 // kube-scheduler.
 func TestRenderWorkloadsStock(t *testing.T) {
-	root, err := filepath.Abs("../../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := checkout(t)
 	r, err := newRuntime(&cluster.Options{Root: root, Name: "s", WorkDir: t.TempDir(), ControlPlane: cluster.ControlPlaneStock,
 		SchedulerConfig: "/nonexistent: the stock control plane does not read it"})
 	if err != nil {
@@ -176,10 +167,7 @@ func TestRenderWorkloadsStock(t *testing.T) {
 // A cluster's recorded control plane wins over the flag, so that status and
 // down need none; a record that says neither is an error.
 func TestRecordedControlPlane(t *testing.T) {
-	root, err := filepath.Abs("../../../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := checkout(t)
 	work := t.TempDir()
 	o := &cluster.Options{Root: root, Name: "c", WorkDir: work, ControlPlane: cluster.ControlPlaneGantry}
 	r, err := newRuntime(o)
@@ -203,6 +191,16 @@ func TestRecordedControlPlane(t *testing.T) {
 			t.Errorf("record %q: control plane %q, workloads %v", record, got.plane, got.Workloads())
 		}
 	}
+}
+
+// checkout is the repository root, from this package's directory.
+func checkout(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 func TestSplitStatus(t *testing.T) {
