@@ -112,9 +112,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		logger.Info("Stopping: not ready, serving admission requests a while longer", "shutdownDelay", o.ShutdownDelay)
 	})
 	server := webhook.NewServer(webhook.Options{Host: o.BindAddress, Port: o.Port, TLSOpts: []func(*tls.Config){tlsOpts}})
-	server.Register(MutatePath, &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}})
-	server.Register(ValidatePath, &webhook.Admission{Handler: &Validator{Reviewer: reviewer}})
-	server.Register(ValidatePolicyPath, &webhook.Admission{Handler: PolicyValidator{}})
+	server.Register(MutatePath, closeWhenStopping(ctx.Done(), &webhook.Admission{Handler: &Mutator{Reviewer: reviewer}}))
+	server.Register(ValidatePath, closeWhenStopping(ctx.Done(), &webhook.Admission{Handler: &Validator{Reviewer: reviewer}}))
+	server.Register(ValidatePolicyPath, closeWhenStopping(ctx.Done(), &webhook.Admission{Handler: PolicyValidator{}}))
 
 	if o.MetricsAddress != "" {
 		handler, err := authorizedMetrics(client, logger)
@@ -159,6 +159,24 @@ func afterDelay(ctx context.Context, delay time.Duration, started func()) contex
 		cancel()
 	}()
 	return out
+}
+
+// closeWhenStopping makes every response of the shutdown delay close its
+// connection. The API server's next request then opens a new connection,
+// which the Service sends to a ready replica, instead of reusing a
+// keep-alive connection that this replica closes when the delay ends: a
+// POST sent on a connection the server is closing fails, and neither Go's
+// transport nor the API server retries it, so failurePolicy Fail would
+// refuse the object.
+func closeWhenStopping(stopping <-chan struct{}, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stopping:
+			w.Header().Set("Connection", "close")
+		default:
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // certificateSource serves the current serving certificate.

@@ -2,6 +2,9 @@ package webhook
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +31,34 @@ func TestShutdownDelay(t *testing.T) {
 	serving = afterDelay(parent, 0, func() {})
 	stop()
 	<-serving.Done() // without a delay, at once
+}
+
+// During the delay every response closes its connection, so that no
+// keep-alive connection is left for the server to close under a request.
+func TestConnectionsCloseWhileStopping(t *testing.T) {
+	stopping := make(chan struct{})
+	srv := httptest.NewServer(closeWhenStopping(stopping, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	})))
+	defer srv.Close()
+	get := func() *http.Response {
+		t.Helper()
+		resp, err := srv.Client().Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp
+	}
+	if resp := get(); resp.Close {
+		t.Errorf("before stopping: the response closes its connection")
+	}
+	close(stopping)
+	// Go's client reads "Connection: close" into Close.
+	if resp := get(); !resp.Close {
+		t.Errorf("while stopping: the response keeps its connection open")
+	}
 }
 
 func TestClientRateMustBePositive(t *testing.T) {
