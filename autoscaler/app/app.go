@@ -139,7 +139,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: factory.Core().V1().Pods().Lister(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
-		MaxPodsPerRequest: o.MaxPodsPerRequest,
+		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance,
+		NoUpstreamClasses: !o.UpstreamClasses, FinishedRequestTTL: o.FinishedRequestTTL,
 	}
 	synced := &atomic.Bool{}
 	r.Synced = synced.Load

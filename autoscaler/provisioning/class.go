@@ -15,18 +15,28 @@ import (
 // Defaults of a class that a ProvisioningClass does not set, and of the
 // upstream class names.
 const (
-	DefaultValidUntil          = 10 * time.Minute
+	// DefaultValidUntil is how long a request is retried when neither it
+	// nor its class says: cluster-autoscaler fails a request that found no
+	// capacity 7 days after its creation (and reads no ValidUntilSeconds),
+	// and clients such as Kueue hold a workload's quota while they wait,
+	// counting a Failed request as a failed attempt of the workload.
+	DefaultValidUntil          = 7 * 24 * time.Hour
 	DefaultBookingDuration     = 10 * time.Minute
 	DefaultBackoffInitial      = 10 * time.Second
 	DefaultBackoffMax          = 5 * time.Minute
 	DefaultProvisioningTimeout = 5 * time.Minute
 	// MaxValidUntil bounds a request's ValidUntilSeconds parameter, unless
 	// its class's own validity is longer: each retry until then is a
-	// simulation under bookMu, and a tenant's value must not keep a
-	// request retried for years. A larger value Fails the request with
-	// InvalidParameter.
-	MaxValidUntil = 24 * time.Hour
+	// simulation under bookMu (at most one per DefaultBackoffMax), and a
+	// tenant's value must not keep a request retried for years. A larger
+	// value Fails the request with InvalidParameter.
+	MaxValidUntil = DefaultValidUntil
 )
+
+// ParameterProcessorInstance names the provisioner instance meant to serve
+// a check-capacity request (cluster-autoscaler 1.33 and later): see
+// Reconciler.ProcessorInstance.
+const ParameterProcessorInstance = "processorInstance"
 
 // Class is how the provisioner serves a request: its handler and defaults.
 type Class struct {
@@ -95,28 +105,49 @@ type Parameters struct {
 	// ValidUntil is how long after its creation the request is retried.
 	ValidUntil time.Duration
 	NoRetry    bool
+	// Ignored says which parameters were ignored and why (for the
+	// request's Accepted condition and an event).
+	Ignored []string
 }
 
 // parameters reads the request's parameters over the class's defaults; a
-// malformed one is an error the request Fails with.
+// malformed ValidUntilSeconds is an error the request Fails with.
+//
+// noRetry is read as cluster-autoscaler reads it: "true" or "false",
+// exactly; any other value is ignored (the request is retried), and said
+// so in Ignored.
 func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 	p := Parameters{ValidUntil: c.ValidUntil}
 	if v, ok := r.Spec.Parameters[provv1.ParameterValidUntilSeconds]; ok {
 		n, err := strconv.ParseInt(string(v), 10, 32)
 		if err != nil || n < 1 {
-			return p, fmt.Errorf("parameter %s must be a positive number of seconds, got %q", provv1.ParameterValidUntilSeconds, v)
+			return p, fmt.Errorf("parameter %s must be a positive number of seconds, got %q", provv1.ParameterValidUntilSeconds, truncate(string(v)))
 		}
 		if limit := max(MaxValidUntil, c.ValidUntil); time.Duration(n)*time.Second > limit {
-			return p, fmt.Errorf("parameter %s must be at most %d seconds (%s), got %q", provv1.ParameterValidUntilSeconds, int64(limit/time.Second), limit, v)
+			return p, fmt.Errorf("parameter %s must be at most %d seconds (%s), got %q", provv1.ParameterValidUntilSeconds, int64(limit/time.Second), limit, truncate(string(v)))
 		}
 		p.ValidUntil = time.Duration(n) * time.Second
 	}
 	if v, ok := r.Spec.Parameters[provv1.ParameterNoRetry]; ok {
-		b, err := strconv.ParseBool(string(v))
-		if err != nil {
-			return p, fmt.Errorf("parameter %s must be true or false, got %q", provv1.ParameterNoRetry, v)
+		switch v {
+		case "true":
+			p.NoRetry = true
+		case "false":
+		default:
+			p.Ignored = append(p.Ignored, fmt.Sprintf("parameter %s ignored: want \"true\" or \"false\", got %q", provv1.ParameterNoRetry, truncate(string(v))))
 		}
-		p.NoRetry = b
 	}
 	return p, nil
+}
+
+// maxShownParameter bounds how much of a tenant's parameter value a
+// condition message or event repeats (a parameter may be as long as the
+// object allows).
+const maxShownParameter = 64
+
+func truncate(s string) string {
+	if len(s) <= maxShownParameter {
+		return s
+	}
+	return s[:maxShownParameter] + "..."
 }

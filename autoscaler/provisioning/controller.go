@@ -46,6 +46,9 @@ const (
 	ReasonAccepted            = "Accepted"
 	ReasonBookingExpired      = "BookingExpired"
 	ReasonCapacityRevoked     = "CapacityRevoked"
+	// ReasonCapacityBookingConsumed: every pod of the request came to its
+	// booking (BookingExpired; cluster-autoscaler's reason).
+	ReasonCapacityBookingConsumed = "CapacityBookingConsumed"
 )
 
 // Reconciler serves the ProvisioningRequests of check-capacity and atomic
@@ -79,6 +82,18 @@ type Reconciler struct {
 	// MaxPodsPerRequest bounds the pods of one request; a request asking
 	// for more Fails with TooManyPods (0: DefaultMaxPodsPerRequest).
 	MaxPodsPerRequest int
+	// ProcessorInstance, as cluster-autoscaler's
+	// --check-capacity-processor-instance: when set, the provisioner serves
+	// only the check-capacity requests whose processorInstance parameter
+	// names it, and no atomic scale-up request; when empty, it leaves the
+	// check-capacity requests that name an instance to that instance.
+	ProcessorInstance string
+	// NoUpstreamClasses: serve the ProvisioningClasses only, and leave the
+	// upstream class names to a cluster-autoscaler running beside.
+	NoUpstreamClasses bool
+	// FinishedRequestTTL: a request that has ended (Failed, BookingExpired
+	// or CapacityRevoked) is deleted this long after it ended (0: never).
+	FinishedRequestTTL time.Duration
 
 	bookMu sync.Mutex
 	// assumed are Reservations being created that the cache may not show yet.
@@ -91,6 +106,11 @@ type Reconciler struct {
 	// noRequestIndex: the Reservations in the cache have no IndexRequest.
 	noRequestIndex bool
 }
+
+// DefaultFinishedRequestTTL is the default of
+// --delete-finished-requests-after: cluster-autoscaler deletes requests 7
+// days after they were provisioned or failed.
+const DefaultFinishedRequestTTL = 7 * 24 * time.Hour
 
 // Workers is how many requests the controller reconciles at once; booking
 // itself is serialized (bookMu).
@@ -152,18 +172,27 @@ func (r *Reconciler) requestsInNamespace(ctx context.Context, o client.Object) [
 // resolveClass is the class serving pr, or false when the provisioner
 // does not serve it (another controller may).
 func (r *Reconciler) resolveClass(ctx context.Context, pr *provv1.ProvisioningRequest) (Class, bool, error) {
-	if c, ok := builtinClass(pr.Spec.ProvisioningClassName); ok {
-		return c, true, nil
+	c, ok := builtinClass(pr.Spec.ProvisioningClassName)
+	if !ok || r.NoUpstreamClasses {
+		var pc autoscalingv1alpha1.ProvisioningClass
+		err := r.Client.Get(ctx, types.NamespacedName{Name: pr.Spec.ProvisioningClassName}, &pc)
+		if apierrors.IsNotFound(err) {
+			return Class{}, false, nil
+		}
+		if err != nil {
+			return Class{}, false, err
+		}
+		c = classOf(&pc)
 	}
-	var pc autoscalingv1alpha1.ProvisioningClass
-	err := r.Client.Get(ctx, types.NamespacedName{Name: pr.Spec.ProvisioningClassName}, &pc)
-	if apierrors.IsNotFound(err) {
-		return Class{}, false, nil
+	return c, r.servesInstance(pr, c), nil
+}
+
+// servesInstance applies ProcessorInstance to a request of class c.
+func (r *Reconciler) servesInstance(pr *provv1.ProvisioningRequest, c Class) bool {
+	if c.Handler != autoscalingv1alpha1.HandlerCheckCapacity {
+		return r.ProcessorInstance == ""
 	}
-	if err != nil {
-		return Class{}, false, err
-	}
-	return classOf(&pc), true, nil
+	return string(pr.Spec.Parameters[ParameterProcessorInstance]) == r.ProcessorInstance
 }
 
 func isTerminal(pr *provv1.ProvisioningRequest) bool {
@@ -201,7 +230,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if isTerminal(&pr) {
-		return reconcile.Result{}, r.release(ctx, &pr, "")
+		if err := r.release(ctx, &pr, ""); err != nil {
+			return reconcile.Result{}, err
+		}
+		return r.deleteFinished(ctx, &pr)
 	}
 	if !controllerutil.ContainsFinalizer(&pr, Finalizer) {
 		controllerutil.AddFinalizer(&pr, Finalizer)
@@ -210,6 +242,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return r.serve(ctx, &pr, class)
+}
+
+// deleteFinished deletes a request FinishedRequestTTL after it ended, as
+// cluster-autoscaler deletes requests 7 days after they were provisioned
+// or failed; until then the request comes back when the time is up.
+func (r *Reconciler) deleteFinished(ctx context.Context, pr *provv1.ProvisioningRequest) (reconcile.Result, error) {
+	if r.FinishedRequestTTL <= 0 {
+		return reconcile.Result{}, nil
+	}
+	if wait := endedAt(pr).Add(r.FinishedRequestTTL).Sub(r.Clock.Now()); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	// The UID precondition: never a new request of the same name.
+	if err := r.Client.Delete(ctx, pr, client.Preconditions{UID: &pr.UID}); client.IgnoreNotFound(err) != nil {
+		return reconcile.Result{}, fmt.Errorf("deleting the finished request: %w", err)
+	}
+	klog.FromContext(ctx).V(1).Info("Deleted a finished request", "endedAt", endedAt(pr), "after", r.FinishedRequestTTL)
+	return reconcile.Result{}, nil
+}
+
+// endedAt is when the request ended: the earliest transition to True of
+// its terminal conditions.
+func endedAt(pr *provv1.ProvisioningRequest) time.Time {
+	var t time.Time
+	for _, typ := range []string{provv1.ConditionFailed, provv1.ConditionBookingExpired, provv1.ConditionCapacityRevoked} {
+		c := meta.FindStatusCondition(pr.Status.Conditions, typ)
+		if c != nil && c.Status == metav1.ConditionTrue && (t.IsZero() || c.LastTransitionTime.Time.Before(t)) {
+			t = c.LastTransitionTime.Time
+		}
+	}
+	return t
 }
 
 // release deletes the request's Reservations and, once none is left,

@@ -106,9 +106,15 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 				fmt.Sprintf("pod set %s uses resource claims, which the provisioner does not simulate", s.Name))
 		}
 	}
-	if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted,
-		fmt.Sprintf("served by gantry-provisioner: class %s, handler %s", class.Name, class.Handler)) {
+	accepted := fmt.Sprintf("served by gantry-provisioner: class %s, handler %s", class.Name, class.Handler)
+	for _, why := range params.Ignored {
+		accepted += "; " + why
+	}
+	if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, accepted) {
 		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonAccepted, "Checking capacity for %d pods (class %s)", countPods(sets), class.Name)
+		for _, why := range params.Ignored {
+			r.Recorder.Event(pr, v1.EventTypeWarning, ReasonInvalidParameter, why)
+		}
 		if err := r.writeStatus(ctx, pr); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -185,8 +191,10 @@ func (r *Reconciler) fail(ctx context.Context, rq *request, reason, msg string) 
 }
 
 // watchBooking follows a Provisioned request's booking: it ends when its
-// pods consume it, when it expires (BookingExpired) or when booked capacity
-// goes away (CapacityRevoked).
+// pods have all come (BookingExpired, reason CapacityBookingConsumed, as
+// cluster-autoscaler says it), when it expires first (BookingExpired), or
+// when booked capacity goes away and cannot be booked again elsewhere
+// (CapacityRevoked; see rebook).
 func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.Result, error) {
 	pr := rq.pr
 	bookings, err := r.bookings(ctx, pr)
@@ -195,22 +203,33 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 	}
 	st := summarizeBookings(bookings)
 	r.trackBookings(pr.UID, st.available+st.pending)
-	typ, reason, msg := "", "", ""
-	switch {
-	case st.failed[schedv1alpha1.ReasonNodeDeleted]+st.failed[schedv1alpha1.ReasonPreempted] > 0:
-		typ, reason = provv1.ConditionCapacityRevoked, ReasonCapacityRevoked
-		msg = fmt.Sprintf("booked capacity went away before the request's pods used it: %d reservations lost their node, %d were preempted",
-			st.failed[schedv1alpha1.ReasonNodeDeleted], st.failed[schedv1alpha1.ReasonPreempted])
-	case st.failed[schedv1alpha1.ReasonExpired] > 0:
-		typ, reason = provv1.ConditionBookingExpired, ReasonBookingExpired
-		msg = fmt.Sprintf("the booking expired after %s with %d of %d booked pods not started", rq.class.BookingDuration, st.total-st.consumed, st.total)
-	default:
-		return reconcile.Result{}, nil
+	if lost := lostBookings(pr.UID, bookings); lost.total > 0 {
+		return r.rebook(ctx, rq, bookings, lost)
 	}
+	switch {
+	case st.failed[schedv1alpha1.ReasonExpired] > 0:
+		msg := fmt.Sprintf("the booking expired after %s with %d of %d booked pods not started", rq.class.BookingDuration, st.total-st.consumed, st.total)
+		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonBookingExpired, v1.EventTypeWarning, msg)
+	case st.total > 0 && int64(st.consumed) >= requestedPods(pr):
+		msg := fmt.Sprintf("all %d pods of the request came to their booking", st.consumed)
+		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
+	}
+	return reconcile.Result{}, nil
+}
+
+// revoke ends a Provisioned request whose booked capacity went away.
+func (r *Reconciler) revoke(ctx context.Context, rq *request, msg string) (reconcile.Result, error) {
+	return r.end(ctx, rq, provv1.ConditionCapacityRevoked, ReasonCapacityRevoked, v1.EventTypeWarning, msg)
+}
+
+// end sets the terminal condition typ of a Provisioned request and releases
+// what is left of its booking.
+func (r *Reconciler) end(ctx context.Context, rq *request, typ, reason, eventType, msg string) (reconcile.Result, error) {
+	pr := rq.pr
 	setCondition(pr, typ, metav1.ConditionTrue, reason, msg)
 	if err := r.writeStatus(ctx, pr); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.Recorder.Event(pr, v1.EventTypeWarning, reason, msg)
+	r.Recorder.Event(pr, eventType, reason, msg)
 	return reconcile.Result{}, r.release(ctx, pr, msg)
 }

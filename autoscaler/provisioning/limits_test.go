@@ -114,7 +114,7 @@ func fakeReconciler(t *testing.T, now time.Time, objs ...client.Object) (*Reconc
 func TestValidUntilLimit(t *testing.T) {
 	builtin, _ := builtinClass(provv1.ClassCheckCapacity)
 	long := builtin
-	long.ValidUntil = 48 * time.Hour
+	long.ValidUntil = 14 * 24 * time.Hour
 	max := fmt.Sprint(int64(MaxValidUntil / time.Second))
 	over := fmt.Sprint(int64(MaxValidUntil/time.Second) + 1)
 	for _, tc := range []struct {
@@ -124,11 +124,11 @@ func TestValidUntilLimit(t *testing.T) {
 		wantErr string
 	}{
 		{class: builtin, value: max, want: MaxValidUntil},
-		{class: builtin, value: over, wantErr: "ValidUntilSeconds must be at most " + max + " seconds (24h0m0s), got \"" + over + "\""},
+		{class: builtin, value: over, wantErr: "ValidUntilSeconds must be at most " + max + " seconds (168h0m0s), got \"" + over + "\""},
 		{class: builtin, value: "2147483647", wantErr: "must be at most " + max},
 		{class: builtin, value: "2147483648", wantErr: "must be a positive number of seconds"},
-		{class: long, value: "172800", want: 48 * time.Hour},
-		{class: long, value: "172801", wantErr: "must be at most 172800 seconds"},
+		{class: long, value: "1209600", want: 14 * 24 * time.Hour},
+		{class: long, value: "1209601", wantErr: "must be at most 1209600 seconds"},
 	} {
 		pr := wrappers.MakeProvisioningRequest("r", "ns", provv1.ClassCheckCapacity).Parameter(provv1.ParameterValidUntilSeconds, provv1.Parameter(tc.value)).Obj()
 		p, err := parameters(pr, tc.class)

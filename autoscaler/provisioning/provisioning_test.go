@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,7 +64,17 @@ func TestParameters(t *testing.T) {
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "30", "noRetry": "true"}, want: Parameters{ValidUntil: 30 * time.Second, NoRetry: true}},
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "0"}, wantErr: "ValidUntilSeconds must be a positive number of seconds"},
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "1h"}, wantErr: `got "1h"`},
-		{params: map[string]provv1.Parameter{"noRetry": "sure"}, wantErr: "noRetry must be true or false"},
+		// As cluster-autoscaler: exactly "true" or "false"; anything else
+		// is ignored (and said so), never a failure.
+		{params: map[string]provv1.Parameter{"noRetry": "false"}, want: Parameters{ValidUntil: DefaultValidUntil}},
+		{params: map[string]provv1.Parameter{"noRetry": "True"}, want: Parameters{ValidUntil: DefaultValidUntil,
+			Ignored: []string{`parameter noRetry ignored: want "true" or "false", got "True"`}}},
+		{params: map[string]provv1.Parameter{"noRetry": "1"}, want: Parameters{ValidUntil: DefaultValidUntil,
+			Ignored: []string{`parameter noRetry ignored: want "true" or "false", got "1"`}}},
+		{params: map[string]provv1.Parameter{"noRetry": provv1.Parameter(strings.Repeat("x", 10000))}, want: Parameters{ValidUntil: DefaultValidUntil,
+			Ignored: []string{`parameter noRetry ignored: want "true" or "false", got "` + strings.Repeat("x", 64) + `..."`}}},
+		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604800"}, want: Parameters{ValidUntil: 7 * 24 * time.Hour}},
+		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604801"}, wantErr: "must be at most 604800 seconds"},
 	} {
 		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: tc.params}}
 		got, err := parameters(pr, c)
@@ -73,7 +84,7 @@ func TestParameters(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%v: %+v, %v", tc.params, got, err)
 		}
 	}
@@ -89,6 +100,14 @@ func FuzzParameters(f *testing.F) {
 		p, err := parameters(pr, c)
 		if err == nil && p.ValidUntil <= 0 {
 			t.Fatalf("accepted a validity of %v", p.ValidUntil)
+		}
+		if p.NoRetry != (noRetry == "true") {
+			t.Fatalf("noRetry %q read as %v", noRetry, p.NoRetry)
+		}
+		for _, why := range p.Ignored {
+			if len(why) > 200 {
+				t.Fatalf("an ignored parameter's message of %d bytes", len(why))
+			}
 		}
 	})
 }

@@ -2,13 +2,16 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	quota "k8s.io/apiserver/pkg/quota/v1"
 	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
@@ -72,7 +76,136 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error
 	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	return checkQuota(qs, demands(rq.sets), heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
+	existing, err := r.existingConsumers(pr)
+	if err != nil {
+		return err
+	}
+	want, counted, err := alreadyCounted(qs, demands(rq.sets), existing)
+	if err != nil {
+		return err
+	}
+	err = checkQuota(qs, want, heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
+	if qe := (*quotaExceededError)(nil); errors.As(err, &qe) && counted > 0 {
+		qe.msg += fmt.Sprintf(" (%d of the request's pods exist already and were not counted again)", counted)
+	}
+	return err
+}
+
+// existingConsumers are the request's pods that exist already and that a
+// ResourceQuota counts (created up front and gated, as Kueue's pod,
+// StatefulSet and LeaderWorkerSet integrations create them), at most as
+// many as the request asks for.
+func (r *Reconciler) existingConsumers(pr *provv1.ProvisioningRequest) ([]*v1.Pod, error) {
+	if r.Pods == nil {
+		return nil, nil
+	}
+	pods, err := r.Pods.Pods(pr.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	limit := requestedPods(pr)
+	var out []*v1.Pod
+	for _, p := range pods {
+		if int64(len(out)) == limit {
+			break
+		}
+		if consumes(p, pr.Name) && core.QuotaV1Pod(p, clock.RealClock{}) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// consumes reports whether pod names request (either annotation).
+func consumes(pod *v1.Pod, request string) bool {
+	return pod.Annotations[provv1.AnnotationConsume] == request || pod.Annotations[provv1.AnnotationConsumeLegacy] == request
+}
+
+// alreadyCounted lowers each pod set's count by the request's existing
+// pods that stand for one of its pods: a quota counts them as used
+// already, and the request's pods are checked on top of what is used.
+// A pod stands for a pod of a set when it uses at least what the set's pod
+// uses, resource by resource, and every quota matches both or neither (a
+// larger pod does not lower the count by more than one, so a tenant cannot
+// shrink what its request is checked for by making one pod big). counted
+// is how many pods were taken off.
+func alreadyCounted(quotas []*v1.ResourceQuota, want []demand, existing []*v1.Pod) (out []demand, counted int, err error) {
+	out = slices.Clone(want)
+	if len(existing) == 0 {
+		return out, 0, nil
+	}
+	quotas = slices.Clone(quotas)
+	for i := range quotas {
+		quotas[i] = withHard(quotas[i])
+	}
+	setUsage := make([]v1.ResourceList, len(want))
+	setMatch := make([][]bool, len(want))
+	for i, d := range want {
+		if setUsage[i], err = podEvaluator.Usage(d.pod); err != nil {
+			return nil, 0, err
+		}
+		if setMatch[i], err = matches(quotas, d.pod); err != nil {
+			return nil, 0, err
+		}
+	}
+	for _, p := range existing {
+		u, err := podEvaluator.Usage(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		m, err := matches(quotas, p)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i := range out {
+			if out[i].count == 0 || !slices.Equal(m, setMatch[i]) {
+				continue
+			}
+			if covers(u, setUsage[i]) {
+				out[i].count--
+				counted++
+				break
+			}
+		}
+	}
+	return out, counted, nil
+}
+
+// withHard is q with its status.hard: the quota controller copies
+// spec.hard there, and a quota it has not seen yet limits (and matches
+// pods) as its spec says.
+func withHard(q *v1.ResourceQuota) *v1.ResourceQuota {
+	if len(q.Status.Hard) == 0 {
+		q = q.DeepCopy()
+		q.Status.Hard = q.Spec.Hard
+	}
+	return q
+}
+
+// covers reports whether have is at least need in every resource of need
+// (quota.LessThanOrEqual compares only the resources of its second list).
+func covers(have, need v1.ResourceList) bool {
+	for name, q := range need {
+		h, ok := have[name]
+		if !ok && !q.IsZero() || ok && h.Cmp(q) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// matches says, for each quota (with its status.hard), whether it counts
+// pod.
+func matches(quotas []*v1.ResourceQuota, pod *v1.Pod) ([]bool, error) {
+	out := make([]bool, len(quotas))
+	for i, q := range quotas {
+		ok, err := podEvaluator.Matches(q, pod)
+		if err != nil {
+			return nil, fmt.Errorf("matching ResourceQuota %s: %w", q.Name, err)
+		}
+		out[i] = ok
+	}
+	return out, nil
 }
 
 // heldBookings are the pods that the bookings of namespace's requests but
@@ -175,12 +308,7 @@ func show(q resource.Quantity) string {
 func checkQuota(quotas []*v1.ResourceQuota, want, held []demand) error {
 	var problems []string
 	for _, q := range quotas {
-		// The quota controller copies spec.hard to status.hard; a quota it
-		// has not seen yet limits as its spec says.
-		if len(q.Status.Hard) == 0 {
-			q = q.DeepCopy()
-			q.Status.Hard = q.Spec.Hard
-		}
+		q = withHard(q)
 		hard := q.Status.Hard
 		wanted, err := usage(q, want)
 		if err != nil {

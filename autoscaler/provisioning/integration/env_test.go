@@ -110,7 +110,8 @@ func (e *env) startProvisioner(opts ...func(*app.Options)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	o := app.Options{SchedulerName: v1.DefaultSchedulerName,
 		LeaderElect: true, LeaderElectionNamespace: serviceAccountNamespace,
-		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true}
+		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true,
+		UpstreamClasses: true}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -1,0 +1,257 @@
+package provisioning
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// TestProcessorInstance: as cluster-autoscaler's
+// --check-capacity-processor-instance.
+func TestProcessorInstance(t *testing.T) {
+	check, _ := builtinClass(provv1.ClassCheckCapacity)
+	atomic, _ := builtinClass(provv1.ClassBestEffortAtomicScaleUp)
+	plain := wrappers.MakeProvisioningRequest("r", "ns", provv1.ClassCheckCapacity).Obj()
+	named := wrappers.MakeProvisioningRequest("r", "ns", provv1.ClassCheckCapacity).Parameter(ParameterProcessorInstance, "a").Obj()
+	for _, tc := range []struct {
+		instance string
+		pr       *provv1.ProvisioningRequest
+		class    Class
+		want     bool
+	}{
+		{instance: "", pr: plain, class: check, want: true},
+		{instance: "", pr: named, class: check, want: false},
+		{instance: "a", pr: named, class: check, want: true},
+		{instance: "b", pr: named, class: check, want: false},
+		{instance: "a", pr: plain, class: check, want: false},
+		{instance: "", pr: plain, class: atomic, want: true},
+		{instance: "a", pr: plain, class: atomic, want: false},
+	} {
+		r := &Reconciler{ProcessorInstance: tc.instance}
+		if got := r.servesInstance(tc.pr, tc.class); got != tc.want {
+			t.Errorf("instance %q, request's %q, handler %s: served %v, want %v", tc.instance,
+				tc.pr.Spec.Parameters[ParameterProcessorInstance], tc.class.Handler, got, tc.want)
+		}
+	}
+}
+
+// TestNoUpstreamClasses: the upstream names are left alone, but a
+// ProvisioningClass is served.
+func TestNoUpstreamClasses(t *testing.T) {
+	pc := wrappers.MakeProvisioningClass("ours", autoscalingv1alpha1.HandlerCheckCapacity).Obj()
+	r, _ := fakeReconciler(t, time.Now(), pc)
+	r.NoUpstreamClasses = true
+	ctx := context.Background()
+	for _, name := range []string{provv1.ClassCheckCapacity, provv1.ClassBestEffortAtomicScaleUp, provv1.ClassCheckCapacityLegacy} {
+		if _, served, err := r.resolveClass(ctx, wrappers.MakeProvisioningRequest("r", "ns", name).Obj()); err != nil || served {
+			t.Errorf("%s: served %v, %v", name, served, err)
+		}
+	}
+	c, served, err := r.resolveClass(ctx, wrappers.MakeProvisioningRequest("r", "ns", "ours").Obj())
+	if err != nil || !served || c.Handler != autoscalingv1alpha1.HandlerCheckCapacity {
+		t.Errorf("ProvisioningClass ours: %+v served %v, %v", c, served, err)
+	}
+}
+
+// TestDeleteFinished: a request is deleted the TTL after its first
+// terminal condition, not before, and never with a TTL of 0.
+func TestDeleteFinished(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	pr := wrappers.MakeProvisioningRequest("done", "ns", provv1.ClassCheckCapacity).Obj()
+	pr.UID = "u1"
+	pr.Status.Conditions = []metav1.Condition{
+		{Type: provv1.ConditionProvisioned, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-10 * time.Hour))},
+		{Type: provv1.ConditionBookingExpired, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))},
+		{Type: provv1.ConditionCapacityRevoked, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))},
+	}
+	if got := endedAt(pr); !got.Equal(now.Add(-2 * time.Hour)) {
+		t.Fatalf("ended at %v, want 2h ago", got)
+	}
+	r, c := fakeReconciler(t, now, pr)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		ttl     time.Duration
+		requeue time.Duration
+		gone    bool
+	}{
+		{ttl: 0},
+		{ttl: 3 * time.Hour, requeue: time.Hour},
+		{ttl: 2 * time.Hour, gone: true},
+	} {
+		r.FinishedRequestTTL = tc.ttl
+		res, err := r.deleteFinished(ctx, pr)
+		if err != nil || res.RequeueAfter != tc.requeue {
+			t.Errorf("ttl %s: %+v, %v; want a requeue after %s", tc.ttl, res, err, tc.requeue)
+		}
+		err = c.Get(ctx, client.ObjectKeyFromObject(pr), &provv1.ProvisioningRequest{})
+		if gone := err != nil; gone != tc.gone {
+			t.Errorf("ttl %s: deleted %v (%v), want %v", tc.ttl, gone, err, tc.gone)
+		}
+	}
+}
+
+// TestAlreadyCounted: existing pods of the request lower the counts they
+// stand for, one pod each, never below zero, only when they are at least
+// as large as the set's pod and the quotas count them alike.
+func TestAlreadyCounted(t *testing.T) {
+	small := st.MakePod().Namespace("ns").Name("s").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	large := st.MakePod().Namespace("ns").Name("l").Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	want := demands(nil)
+	want = append(want, demand{pod: large, count: 2}, demand{pod: small, count: 3})
+	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("100")}
+	plainQuota := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Spec: v1.ResourceQuotaSpec{Hard: hard}}
+	highOnly := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "high"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourcePods: resource.MustParse("5")}, ScopeSelector: &v1.ScopeSelector{
+			MatchExpressions: []v1.ScopedResourceSelectorRequirement{{ScopeName: v1.ResourceQuotaScopePriorityClass, Operator: v1.ScopeSelectorOpIn, Values: []string{"high"}}}}}}
+	high := st.MakePod().Namespace("ns").Name("hi").Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
+	high.Spec.PriorityClassName = "high"
+	huge := st.MakePod().Namespace("ns").Name("h").Req(map[v1.ResourceName]string{v1.ResourceCPU: "64"}).Obj()
+	tiny := st.MakePod().Namespace("ns").Name("t").Req(map[v1.ResourceName]string{v1.ResourceCPU: "100m"}).Obj()
+	noRequests := st.MakePod().Namespace("ns").Name("n").Container("c").Obj()
+	for _, tc := range []struct {
+		name     string
+		quotas   []*v1.ResourceQuota
+		existing []*v1.Pod
+		counts   []int64
+	}{
+		{name: "none", quotas: []*v1.ResourceQuota{plainQuota}, counts: []int64{2, 3}},
+		{name: "one of each", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{large, small}, counts: []int64{1, 2}},
+		{name: "a huge pod stands for one pod only", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{huge}, counts: []int64{1, 3}},
+		{name: "smaller than every set's pod", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{tiny}, counts: []int64{2, 3}},
+		{name: "more than asked", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{large, large, large, small, small, small, small}, counts: []int64{0, 0}},
+		{name: "smaller pods do not stand for larger ones", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{small, small, small, small}, counts: []int64{2, 0}},
+		{name: "no requests", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{noRequests}, counts: []int64{2, 3}},
+		{name: "a quota counts it and not the set's pods", quotas: []*v1.ResourceQuota{plainQuota, highOnly}, existing: []*v1.Pod{high}, counts: []int64{2, 3}},
+		{name: "the same pod without the class", quotas: []*v1.ResourceQuota{plainQuota, highOnly}, existing: []*v1.Pod{large}, counts: []int64{1, 3}},
+	} {
+		got, counted, err := alreadyCounted(tc.quotas, want, tc.existing)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var counts []int64
+		var sum int64
+		for i, d := range got {
+			counts = append(counts, d.count)
+			sum += want[i].count - d.count
+		}
+		if len(counts) != len(tc.counts) || counts[0] != tc.counts[0] || counts[1] != tc.counts[1] || int64(counted) != sum {
+			t.Errorf("%s: counts %v (%d counted), want %v", tc.name, counts, counted, tc.counts)
+		}
+	}
+	if want[0].count != 2 || want[1].count != 3 {
+		t.Errorf("the demands passed in were changed: %+v", want)
+	}
+}
+
+// TestExistingConsumersQuotaCheck: a namespace whose quota the request's
+// gated pods fill is not refused for counting them twice.
+func TestExistingConsumersQuotaCheck(t *testing.T) {
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).PodSet("workers", 3).Obj()
+	pr.UID = "u"
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cpu"},
+		Spec:   v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}},
+		Status: v1.ResourceQuotaStatus{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}}}
+	r, _ := fakeReconciler(t, time.Now(), q)
+	var gated []*v1.Pod
+	for _, name := range []string{"job-0", "job-1", "job-2"} {
+		gated = append(gated, st.MakePod().Namespace("ns").Name(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
+			Annotation(provv1.AnnotationConsume, "job").SchedulingGates([]string{"kueue.x-k8s.io/admission"}).Obj())
+	}
+	// Pods of another request and finished ones do not count.
+	other := st.MakePod().Namespace("ns").Name("other").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
+		Annotation(provv1.AnnotationConsume, "another").Obj()
+	done := st.MakePod().Namespace("ns").Name("done").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
+		Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
+	r.Pods = podLister(t, append(gated, other, done)...)
+	rq := &request{pr: pr, class: c, sets: []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 3}}}
+	if err := r.checkNamespaceQuota(context.Background(), rq); err != nil {
+		t.Errorf("3 gated pods of the request fill the quota: %v", err)
+	}
+	r.Pods = podLister(t, gated[0], other, done)
+	err := r.checkNamespaceQuota(context.Background(), rq)
+	if err == nil || !strings.Contains(err.Error(), "1 of the request's pods exist already") {
+		t.Errorf("1 of 3 pods exists, quota full: %v", err)
+	}
+}
+
+// TestLostBookings: only Reservations that lost their node or were
+// preempted with pods to come count, by pod set, from their names.
+func TestLostBookings(t *testing.T) {
+	uid := types.UID("u")
+	failed := func(name, reason string, pods, came int) schedv1alpha1.Reservation {
+		w := wrappers.MakeReservation(name, "cpu", "1").Phase(schedv1alpha1.ReservationFailed).
+			Condition(schedv1alpha1.ConditionReady, metav1.ConditionFalse, reason, "").
+			Annotation(AnnotationBookedPods, strconv.Itoa(pods))
+		for i := range came {
+			w = w.CurrentOwner(v1.ObjectReference{Name: "p" + strconv.Itoa(i)})
+		}
+		return *w.Obj()
+	}
+	rs := []schedv1alpha1.Reservation{
+		failed(bookingName(uid, 0, 0), schedv1alpha1.ReasonNodeDeleted, 4, 1),
+		failed(rebookName(uid, 1, 2, 0), schedv1alpha1.ReasonPreempted, 1, 0),
+		failed(bookingName(uid, 1, 1), schedv1alpha1.ReasonExpired, 3, 0),
+		failed(bookingName(uid, 2, 0), schedv1alpha1.ReasonPreempted, 2, 2),
+		failed("someone-elses", schedv1alpha1.ReasonPreempted, 1, 0),
+	}
+	l := lostBookings(uid, rs)
+	if l.total != 5 || l.pods[0] != 3 || l.pods[1] != 1 || len(l.pods) != 2 || l.unknown != 1 || len(l.reservations) != 3 {
+		t.Errorf("lost %+v; want 3 pods of set 0, 1 of set 1, 1 unknown, 3 reservations", l)
+	}
+	if _, ok := bookingSet(uid, "provreq-u-x-0"); ok {
+		t.Errorf("a set index that is no number was read")
+	}
+	if _, ok := bookingSet(uid, "provreq-u--1-0"); ok {
+		t.Errorf("a negative set index was read")
+	}
+}
+
+// TestBookingEnd: the latest expiry, by Expires, TTL or the class.
+func TestBookingEnd(t *testing.T) {
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	t0 := time.Now().Truncate(time.Second)
+	at := func(name string, created time.Time) *wrappers.ReservationWrapper {
+		w := wrappers.MakeReservation(name, "cpu", "1")
+		w.CreationTimestamp = metav1.NewTime(created)
+		return w
+	}
+	withExpires := at("c", t0).Obj()
+	withExpires.Spec.Expires = &metav1.Time{Time: t0.Add(30 * time.Minute)}
+	rs := []schedv1alpha1.Reservation{*at("a", t0).TTL(time.Minute).Obj(), *at("b", t0).Obj()}
+	if got := bookingEnd(rs, c); !got.Equal(t0.Add(c.BookingDuration)) {
+		t.Errorf("end %v, want creation + booking duration", got)
+	}
+	if got := bookingEnd(append(rs, *withExpires), c); !got.Equal(t0.Add(30 * time.Minute)) {
+		t.Errorf("end %v, want the Expires of c", got)
+	}
+}
+
+func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
+	t.Helper()
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, p := range pods {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return corelisters.NewPodLister(idx)
+}

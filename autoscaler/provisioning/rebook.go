@@ -1,0 +1,245 @@
+package provisioning
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// A Provisioned request whose booked capacity goes away before its pods
+// come (a booked node is deleted, or a Reservation is preempted by a pod
+// that could preempt the request's own pods) is booked again elsewhere, as
+// long as its booking lasts and the request is valid: the pods that lost
+// their room are simulated on the cluster as it is now and get one
+// Reservation each, expiring when the rest of the booking does. Only when
+// there is no room before then, or the request has been booked again
+// maxRebooks times, is it CapacityRevoked: Kueue answers that condition by
+// deactivating the workload, so it must mean a real loss.
+const (
+	// DetailRebooks counts the rounds in which lost booked capacity was
+	// booked again.
+	DetailRebooks = "gantry.dev/rebooks"
+	// maxRebooks bounds those rounds: each is a simulation under bookMu,
+	// and a request whose bookings keep being preempted is better told.
+	maxRebooks = 5
+
+	// ReasonBookingLost (event): booked capacity went away and is being
+	// booked again.
+	ReasonBookingLost = "BookingLost"
+	// ReasonCapacityRebooked (event): it was.
+	ReasonCapacityRebooked = "CapacityRebooked"
+)
+
+// lostBooking is what a request's lost Reservations held room for.
+type lostBooking struct {
+	// pods are, per pod set index, the pods that had not come.
+	pods map[int]int
+	// reservations are the lost Reservations.
+	reservations []schedv1alpha1.Reservation
+	// unknown counts pods of Reservations whose pod set cannot be told
+	// from their name (not made by this provisioner).
+	unknown int
+	total   int
+}
+
+// lostBookings collects the request's Reservations that lost their node or
+// were preempted with pods still to come.
+func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
+	l := lostBooking{pods: map[int]int{}}
+	for i := range rs {
+		res := &rs[i]
+		if res.Status.Phase != schedv1alpha1.ReservationFailed {
+			continue
+		}
+		if reason := failedReason(res); reason != schedv1alpha1.ReasonNodeDeleted && reason != schedv1alpha1.ReasonPreempted {
+			continue
+		}
+		missing := BookedPods(res) - min(len(res.Status.CurrentOwners), BookedPods(res))
+		if missing <= 0 {
+			continue
+		}
+		l.total += missing
+		l.reservations = append(l.reservations, *res)
+		set, ok := bookingSet(uid, res.Name)
+		if !ok {
+			l.unknown += missing
+			continue
+		}
+		l.pods[set] += missing
+	}
+	return l
+}
+
+func failedReason(res *schedv1alpha1.Reservation) string {
+	for _, c := range res.Status.Conditions {
+		if c.Type == schedv1alpha1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// bookingSet is the pod set index a booking's Reservation name carries:
+// provreq-<uid>-<set>-<i>, or provreq-<uid>-<set>-r<round>-<k> when booked
+// again.
+func bookingSet(uid types.UID, name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "provreq-"+string(uid)+"-")
+	if !ok {
+		return 0, false
+	}
+	set, _, _ := strings.Cut(rest, "-")
+	n, err := strconv.Atoi(set)
+	return n, err == nil && n >= 0
+}
+
+// rebookName is the name of the k-th Reservation that books lost pods of
+// pod set set again in round round: the same in every try of the round, so
+// a round resumed after a restart creates nothing twice.
+func rebookName(uid types.UID, set, round, k int) string {
+	return fmt.Sprintf("provreq-%s-%d-r%d-%d", uid, set, round, k)
+}
+
+// bookingEnd is when the request's booking ends: the latest expiry of its
+// Reservations.
+func bookingEnd(rs []schedv1alpha1.Reservation, c Class) time.Time {
+	var end time.Time
+	for i := range rs {
+		t := rs[i].CreationTimestamp.Add(c.BookingDuration)
+		if e := rs[i].Spec.Expires; e != nil {
+			t = e.Time
+		} else if ttl := rs[i].Spec.TTL; ttl != nil {
+			t = rs[i].CreationTimestamp.Add(ttl.Duration)
+		}
+		if t.After(end) {
+			end = t
+		}
+	}
+	return end
+}
+
+// rebook books the lost part of a Provisioned request's booking again, or
+// revokes the request when it cannot.
+func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1alpha1.Reservation, lost lostBooking) (reconcile.Result, error) {
+	pr := rq.pr
+	now := r.Clock.Now()
+	what := fmt.Sprintf("%d booked pods lost their capacity (%d reservations lost their node or were preempted)", lost.total, len(lost.reservations))
+	end := bookingEnd(bookings, rq.class)
+	until := end
+	if rq.deadline.Before(until) {
+		until = rq.deadline
+	}
+	round := rebooks(pr) + 1
+	switch {
+	case lost.unknown > 0:
+		return r.revoke(ctx, rq, what+"; not all of them are the provisioner's to book again")
+	case round > maxRebooks:
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; booked again %d times already", what, maxRebooks))
+	case !now.Before(until):
+		return r.revoke(ctx, rq, what+"; the booking or the request's validity has ended")
+	}
+	sets, missing, err := r.podSets(ctx, pr)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if missing != "" {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; its PodTemplate %s is gone", what, missing))
+	}
+	var want []simulator.PodSet
+	var index []int
+	for _, si := range slices.Sorted(maps.Keys(lost.pods)) {
+		if si >= len(sets) {
+			return r.revoke(ctx, rq, fmt.Sprintf("%s; pod set %d is not the request's", what, si))
+		}
+		want = append(want, simulator.PodSet{Name: sets[si].Name, Pod: sets[si].Pod, Count: lost.pods[si]})
+		index = append(index, si)
+	}
+	unschedulable, err := r.placeAgain(ctx, rq, want, index, round, end)
+	if rej, ok := asPriorityRejection(err); ok {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, rej))
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if unschedulable != nil {
+		retry := min(rq.class.backoff(1), until.Sub(now)+time.Second)
+		r.Recorder.Eventf(pr, v1.EventTypeWarning, ReasonBookingLost, "%s; no room elsewhere yet (%v); trying again until %s",
+			what, unschedulable, until.UTC().Format(time.RFC3339))
+		return reconcile.Result{RequeueAfter: retry}, nil
+	}
+	// The lost Reservations go before the round is counted: a restart in
+	// between repeats the round under the same names.
+	var errs []error
+	for i := range lost.reservations {
+		if err := r.Client.Delete(ctx, &lost.reservations[i]); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting lost booking %s: %w", lost.reservations[i].Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return reconcile.Result{}, err
+	}
+	setDetails(pr, map[string]string{DetailRebooks: strconv.Itoa(round)})
+	if err := r.writeStatus(ctx, pr); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonCapacityRebooked, "%s; booked again elsewhere until %s", what, end.UTC().Format(time.RFC3339))
+	return reconcile.Result{}, nil
+}
+
+// placeAgain simulates the lost pods and books each where the simulation
+// put it, until end, under bookMu as every booking; nil when they are
+// booked.
+func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) (*simulator.Unschedulable, error) {
+	pr := rq.pr
+	if err := r.resolvePriorities(ctx, pr.Namespace, want); err != nil {
+		return nil, err
+	}
+	r.bookMu.Lock()
+	defer r.bookMu.Unlock()
+	cluster, err := r.cluster(ctx, pr)
+	if err != nil {
+		return nil, err
+	}
+	placement, err := r.Simulator.Place(ctx, cluster, want)
+	var unschedulable *simulator.Unschedulable
+	if errors.As(err, &unschedulable) {
+		return unschedulable, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("simulating: %w", err)
+	}
+	var todo []*schedv1alpha1.Reservation
+	for i, s := range want {
+		for k, node := range placement[s.Name] {
+			res := bookingFor(pr, index[i], k, s.Pod, node, 1, rq.class)
+			res.Name = rebookName(pr.UID, index[i], round, k)
+			res.Spec.TTL, res.Spec.Expires = nil, &metav1.Time{Time: end}
+			todo = append(todo, res)
+		}
+	}
+	r.assume(todo)
+	return nil, r.createAll(ctx, todo)
+}
+
+// rebooks is how many rounds of the request's booking were booked again.
+func rebooks(pr *provv1.ProvisioningRequest) int {
+	n, err := strconv.Atoi(detail(pr, DetailRebooks))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
