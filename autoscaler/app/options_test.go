@@ -23,6 +23,8 @@ func TestOptionsDefaults(t *testing.T) {
 		ScaleDownInterval:       10 * time.Second,
 		ScaleDownTaintGrace:     5 * time.Second,
 		MaxPodsPerRequest:       5000,
+		UpstreamClasses:         true,
+		FinishedRequestTTL:      7 * 24 * time.Hour,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -50,6 +52,9 @@ func TestOptionsFlags(t *testing.T) {
 		"--scale-down-interval=3s",
 		"--scale-down-taint-grace=1s",
 		"--max-pods-per-request=100",
+		"--check-capacity-processor-instance=batch",
+		"--serve-upstream-classes=false",
+		"--delete-finished-requests-after=0s",
 	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
@@ -68,6 +73,9 @@ func TestOptionsFlags(t *testing.T) {
 		ScaleDownInterval:       3 * time.Second,
 		ScaleDownTaintGrace:     time.Second,
 		MaxPodsPerRequest:       100,
+		ProcessorInstance:       "batch",
+		UpstreamClasses:         false,
+		FinishedRequestTTL:      0,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
