@@ -255,3 +255,24 @@ func podLister(t *testing.T, pods ...*v1.Pod) corelisters.PodLister {
 	}
 	return corelisters.NewPodLister(idx)
 }
+
+// TestGrew: a pod set booked again must not ask for more per pod than its
+// lost Reservations held.
+func TestGrew(t *testing.T) {
+	uid := types.UID("u")
+	shared := *wrappers.MakeReservation(bookingName(uid, 0, 0), "cpu", "3").Annotation(AnnotationBookedPods, "3").Obj()
+	other := *wrappers.MakeReservation(bookingName(uid, 1, 0), "cpu", "100m").Obj()
+	for _, tc := range []struct {
+		cpu  string
+		grew bool
+	}{{"1", false}, {"500m", false}, {"1001m", true}} {
+		pod := st.MakePod().Req(map[v1.ResourceName]string{v1.ResourceCPU: tc.cpu}).Obj()
+		if name, got := grew(pod, []schedv1alpha1.Reservation{shared, other}, uid, 0); got != tc.grew {
+			t.Errorf("a pod of %s CPU against 3 CPUs booked for 3 pods: grew %v (%s), want %v", tc.cpu, got, name, tc.grew)
+		}
+	}
+	mem := st.MakePod().Req(map[v1.ResourceName]string{v1.ResourceMemory: "1Gi"}).Obj()
+	if name, got := grew(mem, []schedv1alpha1.Reservation{shared}, uid, 0); !got || name != v1.ResourceMemory {
+		t.Errorf("a pod asking for memory, which was not booked: grew %v (%s)", got, name)
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -55,6 +57,8 @@ type lostBooking struct {
 	// from their name (not made by this provisioner).
 	unknown int
 	total   int
+	// since is when the first of them was lost.
+	since time.Time
 }
 
 // lostBookings collects the request's Reservations that lost their node or
@@ -66,7 +70,8 @@ func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
 		if res.Status.Phase != schedv1alpha1.ReservationFailed {
 			continue
 		}
-		if reason := failedReason(res); reason != schedv1alpha1.ReasonNodeDeleted && reason != schedv1alpha1.ReasonPreempted {
+		ready := readyCondition(res)
+		if ready == nil || ready.Reason != schedv1alpha1.ReasonNodeDeleted && ready.Reason != schedv1alpha1.ReasonPreempted {
 			continue
 		}
 		missing := BookedPods(res) - min(len(res.Status.CurrentOwners), BookedPods(res))
@@ -75,6 +80,9 @@ func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
 		}
 		l.total += missing
 		l.reservations = append(l.reservations, *res)
+		if l.since.IsZero() || ready.LastTransitionTime.Time.Before(l.since) {
+			l.since = ready.LastTransitionTime.Time
+		}
 		set, ok := bookingSet(uid, res.Name)
 		if !ok {
 			l.unknown += missing
@@ -85,13 +93,8 @@ func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
 	return l
 }
 
-func failedReason(res *schedv1alpha1.Reservation) string {
-	for _, c := range res.Status.Conditions {
-		if c.Type == schedv1alpha1.ConditionReady {
-			return c.Reason
-		}
-	}
-	return ""
+func readyCondition(res *schedv1alpha1.Reservation) *metav1.Condition {
+	return meta.FindStatusCondition(res.Status.Conditions, schedv1alpha1.ConditionReady)
 }
 
 // bookingSet is the pod set index a booking's Reservation name carries:
@@ -138,19 +141,25 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	pr := rq.pr
 	now := r.Clock.Now()
 	what := fmt.Sprintf("%d booked pods lost their capacity (%d reservations lost their node or were preempted)", lost.total, len(lost.reservations))
+	// Tried again for as long as a new booking may take to be placed
+	// (PlacementTimeout) after the loss, within the booking's time and
+	// the request's validity.
 	end := bookingEnd(bookings, rq.class)
 	until := end
 	if rq.deadline.Before(until) {
 		until = rq.deadline
 	}
+	if r.PlacementTimeout > 0 && !lost.since.IsZero() && lost.since.Add(r.PlacementTimeout).Before(until) {
+		until = lost.since.Add(r.PlacementTimeout)
+	}
 	round := rebooks(pr) + 1
 	switch {
+	case !now.Before(end) || !now.Before(rq.deadline):
+		return r.revoke(ctx, rq, what+"; the booking or the request's validity has ended")
 	case lost.unknown > 0:
 		return r.revoke(ctx, rq, what+"; not all of them are the provisioner's to book again")
 	case round > maxRebooks:
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; booked again %d times already", what, maxRebooks))
-	case !now.Before(until):
-		return r.revoke(ctx, rq, what+"; the booking or the request's validity has ended")
 	}
 	sets, missing, err := r.podSets(ctx, pr)
 	if err != nil {
@@ -165,6 +174,11 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 		if si >= len(sets) {
 			return r.revoke(ctx, rq, fmt.Sprintf("%s; pod set %d is not the request's", what, si))
 		}
+		// No quota check: the request was checked for these pods. So
+		// they are booked again no larger than they were booked.
+		if name, ok := grew(sets[si].Pod, lost.reservations, pr.UID, si); ok {
+			return r.revoke(ctx, rq, fmt.Sprintf("%s; its PodTemplate now asks for more than was booked (%s)", what, name))
+		}
 		want = append(want, simulator.PodSet{Name: sets[si].Name, Pod: sets[si].Pod, Count: lost.pods[si]})
 		index = append(index, si)
 	}
@@ -176,6 +190,9 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 		return reconcile.Result{}, err
 	}
 	if unschedulable != nil {
+		if !now.Before(until) {
+			return r.revoke(ctx, rq, fmt.Sprintf("%s; no room elsewhere until %s: %v", what, until.UTC().Format(time.RFC3339), unschedulable))
+		}
 		retry := min(rq.class.backoff(1), until.Sub(now)+time.Second)
 		r.Recorder.Eventf(pr, v1.EventTypeWarning, ReasonBookingLost, "%s; no room elsewhere yet (%v); trying again until %s",
 			what, unschedulable, until.UTC().Format(time.RFC3339))
@@ -233,6 +250,26 @@ func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulat
 	}
 	r.assume(todo)
 	return nil, r.createAll(ctx, todo)
+}
+
+// grew reports whether pod requests more of a resource (named) than the
+// lost Reservations of pod set set booked for each of their pods.
+func grew(pod *v1.Pod, lost []schedv1alpha1.Reservation, uid types.UID, set int) (v1.ResourceName, bool) {
+	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	for i := range lost {
+		if s, ok := bookingSet(uid, lost[i].Name); !ok || s != set {
+			continue
+		}
+		booked := lost[i].Spec.Template.Requests
+		for name, q := range want {
+			q = q.DeepCopy()
+			q.Mul(int64(BookedPods(&lost[i])))
+			if have := booked[name]; q.Cmp(have) > 0 {
+				return name, true
+			}
+		}
+	}
+	return "", false
 }
 
 // rebooks is how many rounds of the request's booking were booked again.

@@ -1,0 +1,187 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gantry-dev/gantry/autoscaler/app"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// TestAsClusterAutoscaler: what a cluster-autoscaler user or Kueue sees. A
+// booking all of whose pods came ends BookingExpired, reason
+// CapacityBookingConsumed; noRetry other than "true" or "false" is
+// ignored, not a failure; requests naming another processor instance are
+// left to it; a namespace quota filled by the request's own gated pods
+// does not refuse it; a finished request is deleted after the TTL.
+func TestAsClusterAutoscaler(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(2, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startProvisioner(func(o *app.Options) { o.FinishedRequestTTL = 3 * time.Second })
+	ctx := context.Background()
+	e.template("default", "workers", "1")
+
+	t.Run("every pod came: BookingExpired, CapacityBookingConsumed", func(t *testing.T) {
+		e.t = t
+		e.request("default", "used", provv1.ClassCheckCapacity, "workers", 2, nil)
+		e.waitCondition("default", "used", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+		uid := e.uid("default", "used")
+		e.pod("used-0", "1", "used")
+		time.Sleep(util.ConsistentDuration)
+		if pr := e.get("default", "used"); meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionBookingExpired) != nil {
+			t.Fatalf("BookingExpired with 1 of 2 pods come: %+v", pr.Status.Conditions)
+		}
+		e.pod("used-1", "1", "used")
+		c := e.waitCondition("default", "used", provv1.ConditionBookingExpired, metav1.ConditionTrue, provisioning.ReasonCapacityBookingConsumed, util.Timeout)
+		t.Logf("BookingExpired: %s", c.Message)
+		util.Must(t).Until(ctx, util.Timeout, "consumed booking released", func(context.Context) bool { return len(e.bookings(uid)) == 0 })
+		for _, p := range []string{"used-0", "used-1"} {
+			if e.nodeOf(p) == "" {
+				t.Errorf("pod %s unscheduled after its booking was released", p)
+			}
+		}
+		// Finished: deleted 3 s later (--delete-finished-requests-after).
+		util.Must(t).Until(ctx, util.Timeout, "finished request deleted", func(ctx context.Context) bool {
+			_, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(ctx, "used", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		})
+		e.deletePods("used-0", "used-1")
+	})
+
+	t.Run("noRetry True is ignored, as cluster-autoscaler ignores it", func(t *testing.T) {
+		e.t = t
+		e.request("default", "shouty", provv1.ClassCheckCapacity, "workers", 20, map[string]provv1.Parameter{provv1.ParameterNoRetry: "True"})
+		e.waitCondition("default", "shouty", provv1.ConditionProvisioned, metav1.ConditionFalse, provv1.ReasonCapacityIsNotFound, util.Timeout)
+		pr := e.get("default", "shouty")
+		if c := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionAccepted); c == nil || !strings.Contains(c.Message, "noRetry ignored") {
+			t.Errorf("Accepted does not say noRetry was ignored: %+v", c)
+		}
+		if meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionFailed) {
+			t.Errorf("Failed with noRetry %q: %+v", "True", pr.Status.Conditions)
+		}
+		e.deleteRequest("default", "shouty")
+	})
+
+	t.Run("a request for another processor instance is left to it", func(t *testing.T) {
+		e.t = t
+		e.request("default", "elsewhere", provv1.ClassCheckCapacity, "workers", 1, map[string]provv1.Parameter{provisioning.ParameterProcessorInstance: "batch"})
+		time.Sleep(util.ConsistentDuration)
+		if pr := e.get("default", "elsewhere"); len(pr.Status.Conditions) != 0 || len(pr.Finalizers) != 0 {
+			t.Errorf("a request for processor instance batch was touched: %+v, finalizers %v", pr.Status.Conditions, pr.Finalizers)
+		}
+	})
+
+	t.Run("the request's gated pods are not counted twice against the quota", func(t *testing.T) {
+		e.t = t
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "queued"}}
+		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "queued", Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}}}
+		q, err := e.Client.CoreV1().ResourceQuotas("queued").Create(ctx, q, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.template("queued", "workers", "1")
+		// Created up front and gated, as Kueue's pod integration does; the
+		// quota counts them at once.
+		for _, name := range []string{"job-0", "job-1", "job-2"} {
+			p := wrappers.MakePod(name, "queued").Requests("cpu", "1").Gated("kueue.x-k8s.io/admission").
+				Annotation(provv1.AnnotationConsume, "job").Obj()
+			util.Must(t).Until(ctx, util.Timeout, "gated pod "+name+" admitted by the quota", func(ctx context.Context) bool {
+				_, err := e.Client.CoreV1().Pods("queued").Create(ctx, p, metav1.CreateOptions{})
+				return err == nil || apierrors.IsAlreadyExists(err)
+			})
+		}
+		// This control plane runs no quota controller: the status it would
+		// write, the three pods counted.
+		q.Status = v1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}}
+		if _, err := e.Client.CoreV1().ResourceQuotas("queued").UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.request("queued", "job", provv1.ClassCheckCapacity, "workers", 3, nil)
+		c := e.waitCondition("queued", "job", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+		t.Logf("Provisioned with the quota full of its own pods: %s", c.Message)
+		// One more than its pods: refused, and the message says why.
+		e.request("queued", "more", provv1.ClassCheckCapacity, "workers", 1, nil)
+		e.expectFailed("queued", "more", provisioning.ReasonQuotaExceeded, "requests.cpu requested 1, used 3", "what was exceeded")
+	})
+}
+
+// TestLostBookingIsBookedAgain: a booked node that goes away is booked
+// again on another node, and the request stays Provisioned; once there is
+// no room anywhere, a loss is CapacityRevoked.
+func TestLostBookingIsBookedAgain(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(3, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startProvisioner()
+	ctx := context.Background()
+	e.template("default", "workers", "3")
+
+	e.request("default", "job", provv1.ClassCheckCapacity, "workers", 2, nil)
+	e.waitCondition("default", "job", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+	uid := e.uid("default", "job")
+	first := e.bookings(uid)
+	lost := first[0].Status.NodeName
+	if err := e.Client.CoreV1().Nodes().Delete(ctx, lost, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted node %s, which held reservation %s", lost, first[0].Name)
+	util.Must(t).Until(ctx, util.Timeout, "the lost pod booked again elsewhere", func(context.Context) bool {
+		rs := e.bookings(uid)
+		if placedPods(rs) != 2 || len(rs) != 2 {
+			return false
+		}
+		for _, r := range rs {
+			if r.Status.NodeName == lost || r.Status.Phase != schedv1alpha1.ReservationAvailable {
+				return false
+			}
+		}
+		return true
+	})
+	pr := e.get("default", "job")
+	if !meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) ||
+		meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionCapacityRevoked) != nil {
+		t.Errorf("after a booking was made again: %+v", pr.Status.Conditions)
+	}
+	if got := pr.Status.ProvisioningClassDetails[provisioning.DetailRebooks]; got != "1" {
+		t.Errorf("detail %s = %q, want 1", provisioning.DetailRebooks, got)
+	}
+
+	// Two nodes left, each with one 3-CPU booking: deleting one leaves no
+	// node with 3 CPUs free.
+	gone := e.bookings(uid)[0].Status.NodeName
+	if err := e.Client.CoreV1().Nodes().Delete(ctx, gone, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := e.waitCondition("default", "job", provv1.ConditionCapacityRevoked, metav1.ConditionTrue, provisioning.ReasonCapacityRevoked, util.Timeout)
+	t.Logf("CapacityRevoked: %s", c.Message)
+	util.Must(t).Until(ctx, util.Timeout, "revoked booking released", func(context.Context) bool { return len(e.bookings(uid)) == 0 })
+}
+
+func (e *env) get(ns, name string) *provv1.ProvisioningRequest {
+	e.t.Helper()
+	pr, err := e.Gantry.AutoscalingXV1().ProvisioningRequests(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return pr
+}
