@@ -20,6 +20,9 @@
 //   - priority.go: a booking's priority, resolved from the pods'
 //     PriorityClass as the Priority admission plugin resolves a pod's,
 //     never the template's spec.priority.
+//   - rebook.go: a Provisioned request whose booked capacity went away
+//     (node deleted, Reservation preempted) booked again elsewhere before
+//     it is CapacityRevoked.
 //   - scaleup.go: atomic scale-up: planning, attempts, rollback.
 //   - scaledown.go: removing the nodes the provisioner added once unneeded.
 //   - class.go, quota.go, metrics.go: classes and parameters, the
@@ -32,8 +35,10 @@
 // sum of its counts) by Reconciler.MaxPodsPerRequest (TooManyPods), its
 // ValidUntilSeconds by MaxValidUntil or its class's validity
 // (InvalidParameter). The quota check computes each pod set's usage once,
-// multiplied by its count, and counts the namespace's other bookings
-// (quota.go); placeAndBook runs it under bookMu.
+// multiplied by its count, counts the namespace's other bookings, and
+// takes off the request's existing pods, each standing for at most one pod
+// of a set (quota.go); placeAndBook runs it under bookMu. A lost booking is
+// booked again at most maxRebooks times, and never larger than it was.
 //
 // # The provisioner's own state
 //

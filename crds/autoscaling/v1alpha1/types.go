@@ -59,7 +59,7 @@ type ProvisioningClassSpec struct {
 
 	// ValidUntilSeconds is how long after its creation a request is
 	// retried before it Fails, unless it sets the ValidUntilSeconds
-	// parameter. Default 600.
+	// parameter. Default 604800 (7 days, as cluster-autoscaler).
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	ValidUntilSeconds *int32 `json:"validUntilSeconds,omitempty"`
