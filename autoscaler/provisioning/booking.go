@@ -195,6 +195,11 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 	if qe := (*quotaExceededError)(nil); errors.As(err, &qe) {
 		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
 	}
+	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
+		// A pod set's resource claims name a template or claim that does
+		// not exist, or too many: no pod like it could be scheduled.
+		return r.fail(ctx, rq, ReasonUnsupportedPods, inv.Error())
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}

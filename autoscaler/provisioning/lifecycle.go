@@ -100,12 +100,6 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 		return reconcile.Result{RequeueAfter: min(class.BackoffInitial, rq.deadline.Sub(now)+time.Second)}, nil
 	}
 	rq.sets = sets
-	for _, s := range sets {
-		if len(s.Pod.Spec.ResourceClaims) > 0 {
-			return r.fail(ctx, rq, ReasonUnsupportedPods,
-				fmt.Sprintf("pod set %s uses resource claims, which the provisioner does not simulate", s.Name))
-		}
-	}
 	accepted := fmt.Sprintf("served by gantry-provisioner: class %s, handler %s", class.Name, class.Handler)
 	for _, why := range params.Ignored {
 		accepted += "; " + why

@@ -3,6 +3,12 @@
 // upstream scheduling framework runs in-process over a snapshot of nodes,
 // bound pods and booked capacity, so a request fits exactly when Gantry's
 // scheduler would place its pods (not by a re-derived resource sum).
+//
+// Pods with resource claims are simulated with the profile's
+// DynamicResources plugin over the cluster's DeviceClasses, ResourceSlices
+// and ResourceClaims: each simulated pod gets the claims its ResourceClaim
+// templates would make, and the devices allocated to a placed pod are taken
+// for the next. Nothing is written to the API server.
 package simulator
 
 import (
@@ -12,16 +18,21 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -35,37 +46,63 @@ type Simulator struct {
 	mu      sync.Mutex
 	fw      framework.Framework
 	lister  *listerProxy
+	dra     *draManager
 	skipped []string
+	// reserveClaims is the DynamicResources plugin, which records the
+	// devices it allocated for a placed pod in the simulation's claims;
+	// nil when the profile does not enable it.
+	reserveClaims *claimsOnly
 }
 
 // New builds the framework of profile with the in-tree plugins it enables.
 // Plugins the in-tree registry does not know (Gantry's Reservation and
-// AsyncPreemption: neither filters; reserved capacity is in the snapshot),
-// DefaultPreemption (the simulation never preempts) and DynamicResources
-// (resource claims are not simulated; requests whose pods have claims are
-// refused) are left out; Skipped lists them.
+// AsyncPreemption: neither filters; reserved capacity is in the snapshot)
+// and DefaultPreemption (the simulation never preempts) are left out;
+// Skipped lists them.
+//
+// DynamicResources runs as in the scheduler, over the simulation's
+// DRA state. Its objects come from factory's resource.k8s.io informers,
+// which start (and live as long as ctx) when a simulation first has a pod
+// with resource claims.
 func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory) (*Simulator, error) {
 	// The framework counts its plugins in kube-scheduler's metrics.
 	schedmetrics.Register()
 	registry := plugins.NewInTreeRegistry()
+	s := &Simulator{dra: newDRAManager(ctx, factory, utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity))}
+	if newDRA, ok := registry[names.DynamicResources]; ok {
+		registry[names.DynamicResources] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			p, err := newDRA(ctx, args, h)
+			if err != nil {
+				return nil, err
+			}
+			pl, ok := p.(*dynamicresources.DynamicResources)
+			if !ok {
+				return nil, fmt.Errorf("plugin %s is a %T", names.DynamicResources, p)
+			}
+			s.reserveClaims = &claimsOnly{pl}
+			return s.reserveClaims, nil
+		}
+	}
 	p, skipped := restrict(profile, func(name string) bool {
 		_, known := registry[name]
 		// The simulation never preempts: DefaultPreemption (and the
 		// PodDisruptionBudgets it watches) is not needed.
-		return known && name != names.DynamicResources && name != names.DefaultPreemption
+		return known && name != names.DefaultPreemption
 	})
-	lister := &listerProxy{SharedLister: cache.NewEmptySnapshot()}
+	s.lister = &listerProxy{SharedLister: cache.NewEmptySnapshot()}
 	fw, err := frameworkruntime.NewFramework(ctx, registry, p,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
-		frameworkruntime.WithSnapshotSharedLister(lister),
+		frameworkruntime.WithSnapshotSharedLister(s.lister),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
+		frameworkruntime.WithSharedDRAManager(s.dra),
 		frameworkruntime.WithLogger(klog.FromContext(ctx).WithName("simulator")),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("building the scheduling framework of profile %q: %w", profile.SchedulerName, err)
 	}
-	return &Simulator{fw: fw, lister: lister, skipped: skipped}, nil
+	s.fw, s.skipped = fw, skipped
+	return s, nil
 }
 
 // Skipped are the profile's plugins the simulation does not run.
@@ -121,6 +158,10 @@ type Cluster struct {
 	// node of Nodes, in their order, so pods take existing room first and
 	// the new nodes they use form a prefix as far as packing allows.
 	NewNodes []*v1.Node
+	// ResourceSlices are the devices NewNodes would publish (slices naming
+	// them in spec.nodeName), added to the cluster's. Only pods with
+	// resource claims read them.
+	ResourceSlices []*resourceapi.ResourceSlice
 }
 
 // PodSet is count pods of one shape.
@@ -156,9 +197,41 @@ func (u *Unschedulable) Error() string {
 // and a request of P pods on N nodes costs about P+N filter runs.
 // Affinity between the request's own pods is the exception: such a set is
 // walked from the first node for every pod.
+//
+// A pod's resource claims are simulated when the profile enables
+// DynamicResources (otherwise they are ignored, as that profile's scheduler
+// would): a pod set naming a ResourceClaimTemplate or ResourceClaim that
+// does not exist gets an *InvalidPodSet error before anything is placed.
 func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placement, error) {
+	withClaims := false
+	for _, set := range sets {
+		withClaims = withClaims || len(set.Pod.Spec.ResourceClaims) > 0
+	}
+	withClaims = withClaims && s.reserveClaims != nil
+	if withClaims {
+		if err := s.dra.informers.start(ctx); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var claims []podClaims
+	if withClaims {
+		if err := s.dra.begin(c.ResourceSlices); err != nil {
+			return nil, err
+		}
+		defer s.dra.end()
+		claims = make([]podClaims, len(sets))
+		for i, set := range sets {
+			if len(set.Pod.Spec.ResourceClaims) > 0 {
+				pc, err := s.dra.resolveClaims(set)
+				if err != nil {
+					return nil, err
+				}
+				claims[i] = pc
+			}
+		}
+	}
 	snap := cache.NewSnapshot(c.Pods, append(append([]*v1.Node(nil), c.Nodes...), c.NewNodes...))
 	s.lister.SharedLister = snap
 	nodes, err := snap.NodeInfos().List()
@@ -186,7 +259,11 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 			pod.Name = fmt.Sprintf("%s-%d", set.Name, i)
 			pod.UID = types.UID(fmt.Sprintf("simulated-%d-%d", si, i))
 			pod.Spec.NodeName = ""
-			node, reason, err := s.placeOne(ctx, snap, nodes, pod, next)
+			if claims != nil && claims[si] != nil {
+				s.dra.makeClaims(pod, claims[si])
+			}
+			state := framework.NewCycleState()
+			node, reason, err := s.placeOne(ctx, state, nodes, pod, next)
 			if err != nil {
 				return nil, err
 			}
@@ -194,6 +271,12 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 				return nil, &Unschedulable{PodSet: set.Name, Placed: i, Count: set.Count, Reason: reason}
 			}
 			pod.Spec.NodeName = nodes[node].Node().Name
+			if claims != nil && claims[si] != nil {
+				// The devices Filter found on the node become the claims'.
+				if st := s.reserveClaims.Reserve(ctx, state, pod, pod.Spec.NodeName); !st.IsSuccess() {
+					return nil, fmt.Errorf("allocating the resource claims of pod set %s on node %s: %w", set.Name, pod.Spec.NodeName, st.AsError())
+				}
+			}
 			pi, err := framework.NewPodInfo(pod)
 			if err != nil {
 				return nil, err
@@ -211,9 +294,9 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 }
 
 // placeOne returns the index of the first node from start whose filters
-// pass for pod, or -1 and why none does.
-func (s *Simulator) placeOne(ctx context.Context, snap *cache.Snapshot, nodes []fwk.NodeInfo, pod *v1.Pod, start int) (int, string, error) {
-	state := framework.NewCycleState()
+// pass for pod, or -1 and why none does. The plugins keep their findings in
+// state.
+func (s *Simulator) placeOne(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, pod *v1.Pod, start int) (int, string, error) {
 	res, st, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
 	if !st.IsSuccess() && !st.IsSkip() {
 		if st.IsRejected() {

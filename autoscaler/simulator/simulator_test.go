@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -15,7 +16,9 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 )
 
-func newSimulator(t testing.TB, profile *config.KubeSchedulerProfile) *Simulator {
+// newSimulator is a simulator of profile (nil: the default one) in a
+// cluster whose API holds objects (the DRA objects simulations read).
+func newSimulator(t testing.TB, profile *config.KubeSchedulerProfile, objects ...runtime.Object) *Simulator {
 	t.Helper()
 	if profile == nil {
 		cfg, err := latest.Default()
@@ -24,8 +27,8 @@ func newSimulator(t testing.TB, profile *config.KubeSchedulerProfile) *Simulator
 		}
 		profile = &cfg.Profiles[0]
 	}
-	client := fake.NewClientset()
-	s, err := New(context.Background(), profile, client, informers.NewSharedInformerFactory(client, 0))
+	client := fake.NewClientset(objects...)
+	s, err := New(t.Context(), profile, client, informers.NewSharedInformerFactory(client, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
@@ -184,4 +186,60 @@ func (e *env) get(ns, name string) *provv1.ProvisioningRequest {
 		e.t.Fatal(err)
 	}
 	return pr
+}
+
+// TestResourceClaims: pods that claim devices are simulated with the
+// DynamicResources plugin: a request fits as many pods as there are free
+// devices, on the nodes that have them, and no more.
+func TestResourceClaims(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(2, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startProvisioner()
+	ctx := context.Background()
+	const driver = "gpu.example.com"
+	nodeName := "node-1"
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + driver + `"`}}}}}
+	if _, err := e.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-gpus"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: driver, NodeName: &nodeName, Pool: resourcev1.ResourcePool{Name: nodeName, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}}}}
+	if _, err := e.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rct := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "one-gpu"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu"}}}}}}}
+	if _, err := e.Client.ResourceV1().ResourceClaimTemplates("default").Create(ctx, rct, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pt := wrappers.MakePodTemplate("trainers", "default").Requests("cpu", "100m").Obj()
+	pt.Template.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+	pt.Template.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	if _, err := e.Client.CoreV1().PodTemplates("default").Create(ctx, pt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	e.request("default", "two", provv1.ClassCheckCapacity, "trainers", 2, nil)
+	c := e.waitCondition("default", "two", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+	t.Logf("2 pods of one GPU each, 2 GPUs on %s: %s", nodeName, c.Message)
+	for _, r := range e.bookings(e.uid("default", "two")) {
+		if r.Spec.Template.NodeName != nodeName {
+			t.Errorf("reservation %s booked on %s, which has no GPU", r.Name, r.Spec.Template.NodeName)
+		}
+	}
+	e.request("default", "three", provv1.ClassCheckCapacity, "trainers", 3, map[string]provv1.Parameter{provv1.ParameterNoRetry: "true"})
+	e.expectFailed("default", "three", provv1.ReasonCapacityIsNotFound, "cannot allocate all claims", "that the devices ran out")
+
+	// A template that does not exist: no pod like it could run.
+	bad := wrappers.MakePodTemplate("missing-claim", "default").Requests("cpu", "100m").Obj()
+	bad.Template.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("no-such-template")}}
+	if _, err := e.Client.CoreV1().PodTemplates("default").Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.request("default", "bad", provv1.ClassCheckCapacity, "missing-claim", 1, nil)
+	e.expectFailed("default", "bad", provisioning.ReasonUnsupportedPods, "no-such-template", "which template is missing")
 }

@@ -43,7 +43,7 @@ func TestRequestLimits(t *testing.T) {
 		e.t = t
 		e.request("default", "forever", provv1.ClassCheckCapacity, "workers", 1,
 			map[string]provv1.Parameter{provv1.ParameterValidUntilSeconds: "2147483647"})
-		e.expectFailed("default", "forever", provisioning.ReasonInvalidParameter, "ValidUntilSeconds must be at most 86400 seconds", "the maximum")
+		e.expectFailed("default", "forever", provisioning.ReasonInvalidParameter, "ValidUntilSeconds must be at most 604800 seconds", "the maximum")
 	})
 
 	t.Run("bookings held count against the quota", func(t *testing.T) {
