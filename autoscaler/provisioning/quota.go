@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	quota "k8s.io/apiserver/pkg/quota/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +78,7 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error
 	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	existing, err := r.existingConsumers(pr)
+	existing, err := r.existingConsumers(ctx, pr)
 	if err != nil {
 		return err
 	}
@@ -92,10 +94,16 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error
 }
 
 // existingConsumers are the request's pods that exist already and that a
-// ResourceQuota counts (created up front and gated, as Kueue's pod,
-// StatefulSet and LeaderWorkerSet integrations create them), at most as
-// many as the request asks for.
-func (r *Reconciler) existingConsumers(pr *provv1.ProvisioningRequest) ([]*v1.Pod, error) {
+// ResourceQuota counts, at most as many as the request asks for. Kueue's
+// pod, StatefulSet and LeaderWorkerSet integrations create a workload's
+// pods up front, gated, and name the request on them (the consume
+// annotation) only when they admit the workload, after the request is
+// Provisioned; until then the request is tied to them through its owner,
+// the Workload: pods that own it (a pod group's Workload lists its pods
+// among its owners), or that have its controller as theirs (a
+// StatefulSet's or LeaderWorkerSet's Workload is owned by it, as its pods
+// are). A pod that names the request is its own, whatever its owners.
+func (r *Reconciler) existingConsumers(ctx context.Context, pr *provv1.ProvisioningRequest) ([]*v1.Pod, error) {
 	if r.Pods == nil {
 		return nil, nil
 	}
@@ -103,17 +111,49 @@ func (r *Reconciler) existingConsumers(pr *provv1.ProvisioningRequest) ([]*v1.Po
 	if err != nil {
 		return nil, err
 	}
+	owners, controller := r.ownerTies(ctx, pr)
 	limit := requestedPods(pr)
 	var out []*v1.Pod
 	for _, p := range pods {
 		if int64(len(out)) == limit {
 			break
 		}
-		if consumes(p, pr.Name) && core.QuotaV1Pod(p, clock.RealClock{}) {
+		if !core.QuotaV1Pod(p, clock.RealClock{}) {
+			continue
+		}
+		c := metav1.GetControllerOf(p)
+		if consumes(p, pr.Name) || owners.Has(p.UID) || controller != "" && c != nil && c.UID == controller {
 			out = append(out, p)
 		}
 	}
 	return out, nil
+}
+
+// ownerTies reads the request's controller (a Kueue Workload): the UIDs of
+// the pods among its owners, and the UID of its own controller. Only what
+// the provisioner may get is read (its ClusterRole names Kueue's
+// Workloads); any other owner, or one that cannot be read, ties no pod.
+func (r *Reconciler) ownerTies(ctx context.Context, pr *provv1.ProvisioningRequest) (pods sets.Set[types.UID], controller types.UID) {
+	pods = sets.New[types.UID]()
+	ref := metav1.GetControllerOf(pr)
+	if ref == nil || r.APIReader == nil {
+		return pods, ""
+	}
+	owner := &metav1.PartialObjectMetadata{}
+	owner.APIVersion, owner.Kind = ref.APIVersion, ref.Kind
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: ref.Name}, owner); err != nil || owner.UID != ref.UID {
+		klog.FromContext(ctx).V(2).Info("Not reading the request's owner for its pods", "owner", ref.Kind+"/"+ref.Name, "err", err)
+		return pods, ""
+	}
+	for _, o := range owner.OwnerReferences {
+		if o.Kind == "Pod" && o.APIVersion == "v1" {
+			pods.Insert(o.UID)
+		}
+	}
+	if c := metav1.GetControllerOf(owner); c != nil {
+		controller = c.UID
+	}
+	return pods, controller
 }
 
 // consumes reports whether pod names request (either annotation).

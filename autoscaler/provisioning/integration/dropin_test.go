@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
@@ -21,6 +23,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
+	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -124,6 +127,59 @@ func TestAsClusterAutoscaler(t *testing.T) {
 		// One more than its pods: refused, and the message says why.
 		e.request("queued", "more", provv1.ClassCheckCapacity, "workers", 1, nil)
 		e.expectFailed("queued", "more", provisioning.ReasonQuotaExceeded, "requests.cpu requested 1, used 3", "what was exceeded")
+	})
+
+	t.Run("a Kueue pod group's gated pods, tied to the request by its Workload, are not counted twice", func(t *testing.T) {
+		e.t = t
+		if err := framework.InstallCRDsAt(e.Config, wrappers.KueueWorkloadCRD()); err != nil {
+			t.Fatal(err)
+		}
+		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}}
+		q, err := e.Client.CoreV1().ResourceQuotas("team").Create(ctx, q, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The pods of the group, gated, without the consume annotation:
+		// Kueue adds it only when it admits the workload.
+		var pods []*v1.Pod
+		for _, name := range []string{"group-0", "group-1"} {
+			p := wrappers.MakePod(name, "team").Requests("cpu", "1").Gated(wrappers.KueueAdmissionGate).
+				Label(wrappers.KueuePodGroupLabel, "group").Obj()
+			p, err := e.Client.CoreV1().Pods("team").Create(ctx, p, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods = append(pods, p)
+		}
+		q.Status = v1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}
+		if _, err := e.Client.CoreV1().ResourceQuotas("team").UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dyn := dynamic.NewForConfigOrDie(e.Config)
+		workloads := dyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "workloads"}).Namespace("team")
+		w, err := workloads.Create(ctx, wrappers.MakeKueueWorkload("group", "team", pods...), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := wrappers.KueueRequestName("group", "provision", 1)
+		tmpl := wrappers.MakePodTemplate(wrappers.KueuePodTemplateName(name, "main"), "team").Requests("cpu", "1").OwnedByWorkload(w).Obj()
+		if _, err := e.Client.CoreV1().PodTemplates("team").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pr := wrappers.MakeProvisioningRequest(name, "team", provv1.ClassCheckCapacity).PodSet(tmpl.Name, 2).OwnedByWorkload(w).Obj()
+		if _, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("team").Create(ctx, pr, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c := e.waitCondition("team", name, provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+		t.Logf("Provisioned with the quota full of its workload's gated pods: %s", c.Message)
+		// The same request without the Workload: its pods are not its.
+		e.request("team", "unowned", provv1.ClassCheckCapacity, tmpl.Name, 2, nil)
+		e.expectFailed("team", "unowned", provisioning.ReasonQuotaExceeded, "requests.cpu requested 2, used 2", "what was exceeded")
 	})
 }
 

@@ -37,6 +37,12 @@ func (cp *ControlPlane) InstallCRDs(t testing.TB, list ...*apiextensionsv1.Custo
 	}
 }
 
+// InstallCRDsAt creates CRDs through cfg, as InstallCRDs, for tests that
+// hold only a rest config.
+func InstallCRDsAt(cfg *rest.Config, list ...*apiextensionsv1.CustomResourceDefinition) error {
+	return installCRDs(cfg, list)
+}
+
 // InstallGantryCRDs installs every CRD of <repo>/crds/manifests through cfg
 // and waits until they are served, for tests that bring their own control
 // plane (scheduler_perf's); it returns their names.
