@@ -68,7 +68,7 @@ func NewOptions() *Options {
 		ValidatingWebhookConfiguration: "gantry-webhook",
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
-		ShutdownDelay:                  5 * time.Second,
+		ShutdownDelay:                  15 * time.Second,
 		QPS:                            50,
 		Burst:                          100,
 	}

@@ -19,7 +19,7 @@ func TestOptionsDefaults(t *testing.T) {
 		ValidatingWebhookConfiguration: "gantry-webhook",
 		MetricsAddress:                 ":8443",
 		HealthProbeAddress:             ":8081",
-		ShutdownDelay:                  5 * time.Second,
+		ShutdownDelay:                  15 * time.Second,
 		QPS:                            50,
 		Burst:                          100,
 	}

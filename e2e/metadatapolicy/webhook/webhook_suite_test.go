@@ -234,7 +234,10 @@ func (r *replica) start(kubeconfig string) error {
 		"--cert-secret="+certSecretNamespace+"/"+r.secret, "--tls-san=127.0.0.1",
 		"--mutating-webhook-configuration="+configName, "--validating-webhook-configuration="+configName,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(r.metricsPort),
-		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(r.healthPort), "--v=2")
+		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(r.healthPort), "--v=2",
+		// No Service and no node proxy to drain: the suite's proxy stops
+		// with the replicas.
+		"--shutdown-delay=1s")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
