@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,27 +20,8 @@ import (
 	"github.com/gantry-dev/gantry/internal/kustomize"
 	"github.com/gantry-dev/gantry/release/manifests"
 	"github.com/gantry-dev/gantry/test/integration/framework"
+	"github.com/gantry-dev/gantry/test/util"
 )
-
-// warnings collects the API server's warnings (e.g. Pod Security's).
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
 
 // fakeDigests gives every image of the kustomization at dir a digest of
 // its own, as `make images`' layout would.
@@ -75,7 +55,7 @@ func withComponents(t *testing.T, root, overlay string, components ...string) st
 func TestManifestsPassServerSideDryRun(t *testing.T) {
 	cp := framework.Start(t)
 	root := framework.Root(t)
-	w := &warnings{}
+	w := &util.Warnings{}
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.WarningHandler = w
 	a, err := apply.New(cfg, "gantry-dry-run")
@@ -111,11 +91,11 @@ func TestManifestsPassServerSideDryRun(t *testing.T) {
 			if err := a.Apply(ctx, namespaces, false); err != nil {
 				t.Fatal(err)
 			}
-			w.take()
+			w.Take()
 			if err := a.Apply(ctx, objs, true); err != nil {
 				t.Fatal(err)
 			}
-			if got := w.take(); len(got) > 0 {
+			if got := w.Take(); len(got) > 0 {
 				t.Errorf("the API server warned:\n%s", strings.Join(got, "\n"))
 			}
 			// Dry run stored nothing.

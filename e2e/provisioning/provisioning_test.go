@@ -121,10 +121,8 @@ var _ = framework.Describe("ProvisioningRequest", ginkgo.Label(framework.LabelPr
 		for _, name := range []string{"worker-0", "worker-1"} {
 			framework.Eventually(ctx, func() string { return e.nodeOf(ctx, name) }).Should(gomega.BeElementOf(nodeNames))
 		}
-		ginkgo.By("checking both pods came into the request's booking")
-		framework.Eventually(ctx, func() int {
-			_, came := e.bookedPods(ctx, pr)
-			return came
-		}).Should(gomega.Equal(2))
+		ginkgo.By("checking both pods came into the request's booking: it ends as consumed, and is released")
+		e.waitCondition(ctx, "gated", provv1.ConditionBookingExpired, provisioning.ReasonCapacityBookingConsumed)
+		framework.Eventually(ctx, func() int { return e.bookings(ctx, pr) }).Should(gomega.BeZero())
 	})
 })

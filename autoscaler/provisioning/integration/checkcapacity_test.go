@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
@@ -89,15 +87,7 @@ func TestCheckCapacity(t *testing.T) {
 
 	t.Run("quota exceeded", func(t *testing.T) {
 		e.t = t
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "limited"}}
-		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "limited", Name: "cpu"},
-			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}}
-		if _, err := e.Client.CoreV1().ResourceQuotas("limited").Create(ctx, q, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.namespaceWithQuota("limited", "2")
 		e.template("limited", "workers", "1")
 		e.request("limited", "greedy", provv1.ClassCheckCapacity, "workers", 3, nil)
 		e.expectFailed("limited", "greedy", provisioning.ReasonQuotaExceeded, "requests.cpu requested 3", "what was exceeded")

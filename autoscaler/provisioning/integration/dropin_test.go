@@ -12,7 +12,6 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -94,16 +93,7 @@ func TestAsClusterAutoscaler(t *testing.T) {
 
 	t.Run("the request's gated pods are not counted twice against the quota", func(t *testing.T) {
 		e.t = t
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "queued"}}
-		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "queued", Name: "cpu"},
-			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}}}
-		q, err := e.Client.CoreV1().ResourceQuotas("queued").Create(ctx, q, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := e.namespaceWithQuota("queued", "3")
 		e.template("queued", "workers", "1")
 		// Created up front and gated, as Kueue's pod integration does; the
 		// quota counts them at once.
@@ -115,12 +105,7 @@ func TestAsClusterAutoscaler(t *testing.T) {
 				return err == nil || apierrors.IsAlreadyExists(err)
 			})
 		}
-		// This control plane runs no quota controller: the status it would
-		// write, the three pods counted.
-		q.Status = v1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3")}}
-		if _, err := e.Client.CoreV1().ResourceQuotas("queued").UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.quotaUsed(q, "3") // the three pods counted
 		e.request("queued", "job", provv1.ClassCheckCapacity, "workers", 3, nil)
 		c := e.waitCondition("queued", "job", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
 		t.Logf("Provisioned with the quota full of its own pods: %s", c.Message)
@@ -134,16 +119,7 @@ func TestAsClusterAutoscaler(t *testing.T) {
 		if err := framework.InstallCRDsAt(e.Config, wrappers.KueueWorkloadCRD()); err != nil {
 			t.Fatal(err)
 		}
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team"}}
-		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cpu"},
-			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}}
-		q, err := e.Client.CoreV1().ResourceQuotas("team").Create(ctx, q, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		q := e.namespaceWithQuota("team", "2")
 		// The pods of the group, gated, without the consume annotation:
 		// Kueue adds it only when it admits the workload.
 		var pods []*v1.Pod
@@ -156,10 +132,7 @@ func TestAsClusterAutoscaler(t *testing.T) {
 			}
 			pods = append(pods, p)
 		}
-		q.Status = v1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}
-		if _, err := e.Client.CoreV1().ResourceQuotas("team").UpdateStatus(ctx, q, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.quotaUsed(q, "2")
 		dyn := dynamic.NewForConfigOrDie(e.Config)
 		workloads := dyn.Resource(schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "workloads"}).Namespace("team")
 		w, err := workloads.Create(ctx, wrappers.MakeKueueWorkload("group", "team", pods...), metav1.CreateOptions{})

@@ -16,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
@@ -228,6 +229,33 @@ func (e *env) groupNodes(group string) []v1.Node {
 		e.t.Fatal(err)
 	}
 	return list.Items
+}
+
+// namespaceWithQuota creates namespace ns with a ResourceQuota "cpu" of
+// cpu CPUs requested, and returns the quota as created.
+func (e *env) namespaceWithQuota(ns, cpu string) *v1.ResourceQuota {
+	e.t.Helper()
+	ctx := context.Background()
+	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cpu"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(cpu)}}}
+	q, err := e.Client.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return q
+}
+
+// quotaUsed writes the status the quota controller would write (this
+// control plane runs none): q's hard limits, and used.
+func (e *env) quotaUsed(q *v1.ResourceQuota, cpu string) {
+	e.t.Helper()
+	q.Status = v1.ResourceQuotaStatus{Hard: q.Spec.Hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(cpu)}}
+	if _, err := e.Client.CoreV1().ResourceQuotas(q.Namespace).UpdateStatus(context.Background(), q, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // template creates a PodTemplate of one container requesting cpu.

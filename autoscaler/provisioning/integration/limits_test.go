@@ -3,11 +3,8 @@
 package integration
 
 import (
-	"context"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
@@ -23,7 +20,6 @@ import (
 // QuotaExceeded while the first one's booking is held.
 func TestRequestLimits(t *testing.T) {
 	e := setup(t)
-	ctx := context.Background()
 	e.template("default", "workers", "1")
 
 	t.Run("a huge count fails, a normal request beside it is booked", func(t *testing.T) {
@@ -48,15 +44,7 @@ func TestRequestLimits(t *testing.T) {
 
 	t.Run("bookings held count against the quota", func(t *testing.T) {
 		e.t = t
-		ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "holding"}}
-		if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "holding", Name: "cpu"},
-			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("4")}}}
-		if _, err := e.Client.CoreV1().ResourceQuotas("holding").Create(ctx, q, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.namespaceWithQuota("holding", "4")
 		e.template("holding", "workers", "1")
 		e.request("holding", "first", provv1.ClassCheckCapacity, "workers", 3, nil)
 		e.waitCondition("holding", "first", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)

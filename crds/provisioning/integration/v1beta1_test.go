@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,26 +37,6 @@ var (
 	v1Resource      = provv1.SchemeGroupVersion.WithResource("provisioningrequests")
 	v1beta1Resource = schema.GroupVersionResource{Group: provv1.GroupName, Version: "v1beta1", Resource: "provisioningrequests"}
 )
-
-// warnings collects the warnings the API server sends a client.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
-}
 
 // TestUpgradeFromV1beta1Storage: Gantry's ProvisioningRequest CRD applies
 // over one that stored autoscaling.x-k8s.io/v1beta1, as cluster-autoscaler's
@@ -95,7 +74,7 @@ func TestUpgradeFromV1beta1Storage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warned := &warnings{}
+	warned := &util.Warnings{}
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.WarningHandler = warned
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -189,13 +168,13 @@ func TestUpgradeFromV1beta1Storage(t *testing.T) {
 	same(created.GetName())
 
 	// v1beta1 warns, v1 does not.
-	warned.take()
+	warned.Take()
 	get(v1beta1Resource, "new")
-	if got, want := warned.take(), []string{*v1beta1.DeprecationWarning}; !slices.Equal(got, want) {
+	if got, want := warned.Take(), []string{*v1beta1.DeprecationWarning}; !slices.Equal(got, want) {
 		t.Errorf("warnings of a v1beta1 read: %q, want %q", got, want)
 	}
 	get(v1Resource, "new")
-	if got := warned.take(); len(got) != 0 {
+	if got := warned.Take(); len(got) != 0 {
 		t.Errorf("warnings of a v1 read: %q, want none", got)
 	}
 
