@@ -186,6 +186,9 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if rej, ok := asPriorityRejection(err); ok {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, rej))
 	}
+	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, inv))
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
