@@ -221,10 +221,7 @@ func (e *env) get(ns, name string) *provv1.ProvisioningRequest {
 // DynamicResources plugin: a request fits as many pods as there are free
 // devices, on the nodes that have them, and no more.
 func TestResourceClaims(t *testing.T) {
-	e := newEnv(t)
-	e.CreateNodes(2, "4")
-	e.StartScheduler(schedtest.GantryProfile)
-	e.startProvisioner()
+	e := setup(t)
 	ctx := context.Background()
 	const driver = "gpu.example.com"
 	nodeName := "node-1"
