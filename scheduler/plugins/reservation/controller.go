@@ -25,6 +25,9 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
+// statusWorkers is how many reservations the status controller writes at once.
+const statusWorkers = 4
+
 // statusController writes what the scheduler knows into reservations'
 // status, and ends their lives: expiry, node deletion, consumption by an
 // owner, garbage collection of terminal reservations. It runs only on the
@@ -79,7 +82,13 @@ func (c *statusController) Run(ctx context.Context) {
 			c.queue.Add(r.Name)
 		}
 	}
-	go wait.UntilWithContext(ctx, c.worker, time.Second)
+	// Reservations are independent objects and the queue never hands one
+	// key to two workers: several write at once, so that a burst (owners
+	// consuming thousands of reservations) is reflected in status within
+	// seconds, not minutes, of API round trips.
+	for range statusWorkers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
 	<-ctx.Done()
 }
 

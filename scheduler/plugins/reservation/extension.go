@@ -7,7 +7,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -15,11 +14,11 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
 )
 
-// cycleState is what PreFilter learns about an owner pod: the reservations
-// it may use, by node, and, per node, the one the filter hook chose.
+// cycleState marks an owner pod's cycle: PreFilter found it owns a usable
+// reservation; the filter hook looks up, node by node, the ones it may use
+// there and records the one it chose.
 type cycleState struct {
-	requests   v1.ResourceList
-	candidates map[string][]candidate
+	requests v1.ResourceList
 	// chosen is written by the filter hook (nodes are filtered in parallel).
 	chosen *chosenMap
 	// claimed is the reservation Reserve took on the selected node.
@@ -54,11 +53,10 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 		}
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	cands := pl.store.candidatesFor(pod)
-	if len(cands) == 0 {
+	if !pl.store.ownsAny(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(stateKey, &cycleState{requests: podRequests(pod), candidates: cands, chosen: newChosenMap()})
+	state.Write(stateKey, &cycleState{requests: podRequests(pod), chosen: newChosenMap()})
 	return nil, nil
 }
 
@@ -86,16 +84,13 @@ func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	}
 	node := ni.Node().Name
 	out, changed := ni, false
-	if cs := readState(state); cs != nil && len(cs.candidates[node]) > 0 {
-		c := choose(cs.candidates[node], cs.requests)
-		adjusted := ni.Snapshot()
-		if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
-			// The snapshot predates the reservation's arrival in the cache:
-			// the node already shows the capacity as free.
-			adjusted = ni
+	if cs := readState(state); cs != nil {
+		if cands := pl.store.candidatesOn(node, pod); len(cands) > 0 {
+			c, whole := choose(cands, cs.requests)
+			adjusted := c.adjustedFor(ni)
+			cs.chosen.set(node, c, whole, adjusted)
+			out, changed = adjusted, true
 		}
-		cs.chosen.set(node, c, adjusted)
-		out, changed = adjusted, true
 	}
 	if v, err := state.Read(nominatedKey); err == nil {
 		if nominees := v.(*nominatedState).byNode[node]; len(nominees) > 0 {
@@ -116,13 +111,15 @@ func (pl *Plugin) BeforeFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	return pod, out, true, nil
 }
 
-func choose(cands []candidate, req v1.ResourceList) *candidate {
+// choose picks the reservation an owner uses on a node, and reports whether
+// it holds the whole pod.
+func choose(cands []candidate, req v1.ResourceList) (*candidate, bool) {
 	for i := range cands {
 		if fits(req, cands[i].remaining) {
-			return &cands[i]
+			return &cands[i], true
 		}
 	}
-	return &cands[0]
+	return &cands[0], false
 }
 
 // BeforeScore hands the scorers the same adjusted nodes the filters saw.
@@ -136,11 +133,11 @@ func (pl *Plugin) BeforeScore(_ context.Context, state fwk.CycleState, pod *v1.P
 		if ni.Node() == nil {
 			continue
 		}
-		if _, adjusted, ok := cs.chosen.get(ni.Node().Name); ok {
+		if ch, ok := cs.chosen.get(ni.Node().Name); ok {
 			if out == nil {
 				out = append([]fwk.NodeInfo(nil), nodes...)
 			}
-			out[i] = adjusted
+			out[i] = ch.adjusted
 		}
 	}
 	if out == nil {
@@ -164,11 +161,11 @@ func (pl *Plugin) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, ni
 	if cs == nil || ni.Node() == nil {
 		return 0, nil
 	}
-	c, _, ok := cs.chosen.get(ni.Node().Name)
+	ch, ok := cs.chosen.get(ni.Node().Name)
 	if !ok {
 		return 0, nil
 	}
-	if fits(cs.requests, c.remaining) {
+	if ch.whole {
 		return fwk.MaxNodeScore, nil
 	}
 	return fwk.MaxNodeScore / 2, nil
@@ -189,10 +186,11 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if cs == nil {
 		return nil
 	}
-	c, _, ok := cs.chosen.get(node)
+	ch, ok := cs.chosen.get(node)
 	if !ok {
 		return nil // placed elsewhere than on its reservations
 	}
+	c := ch.c
 	if !pl.store.claim(c.uid, pod, node) {
 		return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("reservation %s on node %s can no longer be used; retrying", c.name, node))
 	}

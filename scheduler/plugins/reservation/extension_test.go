@@ -76,6 +76,55 @@ func TestFilterHookGivesOwnersACopyWithTheirReservation(t *testing.T) {
 	}
 }
 
+// Owners filtered over an unchanged node share one copy of it; any change
+// to the node or to what the reservation holds makes a new one.
+func TestFilterHookReusesTheAdjustedNodeWhileNothingChanged(t *testing.T) {
+	f := newFixture(t, node("n1", "4"))
+	f.store.upsert(makeReservation("r", "2").Available("n1").Obj())
+	pl := &Plugin{store: f.store}
+	ctx := context.Background()
+	filter := func(owner *v1.Pod, ni fwk.NodeInfo) fwk.NodeInfo {
+		t.Helper()
+		state := framework.NewCycleState()
+		if _, st := pl.PreFilter(ctx, state, owner, nil); !st.IsSuccess() {
+			t.Fatalf("PreFilter: %v", st)
+		}
+		_, adjusted, ok, st := pl.BeforeFilter(ctx, state, owner, ni)
+		if !ok || !st.IsSuccess() {
+			t.Fatalf("BeforeFilter: ok=%v status=%v", ok, st)
+		}
+		return adjusted
+	}
+	first := filter(ownerPod("a", "1"), f.nodeInfo("n1"))
+	if again := filter(ownerPod("b", "1"), f.nodeInfo("n1")); again != first {
+		t.Error("a second owner on the unchanged node got a new copy")
+	}
+	if got := first.GetRequested().GetMilliCPU(); got != 0 {
+		t.Errorf("adjusted n1 requests %dm, want 0 (only the reservation was on it)", got)
+	}
+
+	// Another pod lands on n1: the scheduler's NodeInfo has a new
+	// generation, and the copy must show the pod.
+	changed := f.nodeInfo("n1").Snapshot()
+	changed.AddPodInfo(mustPodInfo(t, st.MakePod().Name("other").Namespace("x").UID("other").Node("n1").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()))
+	adjusted := filter(ownerPod("c", "1"), changed)
+	if adjusted == first {
+		t.Fatal("the copy of an older state of n1 was reused")
+	}
+	if got := adjusted.GetRequested().GetMilliCPU(); got != 1000 {
+		t.Errorf("adjusted n1 requests %dm, want 1000m (the new pod)", got)
+	}
+}
+
+func mustPodInfo(t *testing.T, p *v1.Pod) fwk.PodInfo {
+	t.Helper()
+	pi, err := framework.NewPodInfo(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pi
+}
+
 func TestNonOwnersAndReservationsSkip(t *testing.T) {
 	f := newFixture(t, node("n1", "4"))
 	r := makeReservation("r1", "3").Available("n1").Obj()

@@ -22,22 +22,23 @@ type chosenMap struct {
 
 type chosen struct {
 	c        *candidate
+	whole    bool // c holds the whole pod
 	adjusted fwk.NodeInfo
 }
 
 func newChosenMap() *chosenMap { return &chosenMap{m: map[string]chosen{}} }
 
-func (m *chosenMap) set(node string, c *candidate, adjusted fwk.NodeInfo) {
+func (m *chosenMap) set(node string, c *candidate, whole bool, adjusted fwk.NodeInfo) {
 	m.mu.Lock()
-	m.m[node] = chosen{c: c, adjusted: adjusted}
+	m.m[node] = chosen{c: c, whole: whole, adjusted: adjusted}
 	m.mu.Unlock()
 }
 
-func (m *chosenMap) get(node string) (*candidate, fwk.NodeInfo, bool) {
+func (m *chosenMap) get(node string) (chosen, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	ch, ok := m.m[node]
-	return ch.c, ch.adjusted, ok
+	return ch, ok
 }
 
 // subtract returns a − Σ bs, per resource of a, floored at zero.

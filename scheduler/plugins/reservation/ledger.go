@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -12,6 +13,7 @@ import (
 	apiresource "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
@@ -38,13 +40,16 @@ type entry struct {
 	// pending are owner pods reserved into it by a scheduling cycle and not
 	// yet seen bound; they are only known to this scheduler.
 	pending map[types.UID]allocation
-	queued  bool // the reserve pod was handed to the scheduling queue
-	indexed bool // in byNode and the owner index: owners may use it
+	queued  bool   // the reserve pod was handed to the scheduling queue
+	indexed bool   // in byNode and the owner index: owners may use it
+	node    string // the byNode key it is indexed under
 	// live is what an indexed reservation holds for its owners, as the
 	// scheduler's cache has it; read-only once set (owners' cycles share it).
 	live *v1.Pod
 	// unschedulable is the last scheduling failure, for the status controller.
 	unschedulable string
+	// adjusted is the last copy of its node made without it for an owner.
+	adjusted atomic.Pointer[adjustedNode]
 }
 
 func (e *entry) phase() schedv1alpha1.ReservationPhase {
@@ -52,6 +57,16 @@ func (e *entry) phase() schedv1alpha1.ReservationPhase {
 		return schedv1alpha1.ReservationPending
 	}
 	return e.r.Status.Phase
+}
+
+// ownedBy reports whether one of the reservation's owners selects pod.
+func (e *entry) ownedBy(pod *v1.Pod) bool {
+	for i := range e.owners {
+		if e.owners[i].matches(pod) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *entry) allocateOnce() bool {
@@ -220,10 +235,11 @@ func (s *store) remaining(e *entry) v1.ResourceList {
 }
 
 func (s *store) index(e *entry) {
-	n := s.byNode[e.r.Status.NodeName]
+	e.node = e.r.Status.NodeName
+	n := s.byNode[e.node]
 	if n == nil {
 		n = map[*entry]bool{}
-		s.byNode[e.r.Status.NodeName] = n
+		s.byNode[e.node] = n
 	}
 	n[e] = true
 	s.owners.add(e)
@@ -231,23 +247,14 @@ func (s *store) index(e *entry) {
 }
 
 func (s *store) unindex(e *entry) {
-	node := e.r.Status.NodeName
-	if n := s.byNode[node]; n != nil {
+	// e.node, not the status's node: the status may have changed since.
+	if n := s.byNode[e.node]; n != nil {
 		delete(n, e)
 		if len(n) == 0 {
-			delete(s.byNode, node)
+			delete(s.byNode, e.node)
 		}
 	}
-	// A reservation's node can only be found through byNode; look for it
-	// everywhere if the recorded node changed under us.
-	for name, n := range s.byNode {
-		if n[e] {
-			delete(n, e)
-			if len(n) == 0 {
-				delete(s.byNode, name)
-			}
-		}
-	}
+	e.node = ""
 	s.owners.remove(e)
 	e.indexed = false
 }
@@ -261,32 +268,75 @@ type candidate struct {
 	// cached is the reserve pod as the scheduler's cache holds it, which the
 	// filter hook takes off a copy of the node.
 	cached *v1.Pod
+	// memo is the entry's last node without it (adjustedFor).
+	memo *atomic.Pointer[adjustedNode]
 }
 
-// candidatesFor returns, by node, the reservations pod owns that owners can
-// use, each node's list ordered by name. Nothing is copied: a candidate
-// shares the entry's read-only live pod.
-func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
+// adjustedNode is a node as the filter hook hands it to an owner: without
+// the reservation's reserve pod. It stays valid while the scheduler's view
+// of the node has the same generation (every change to a NodeInfo, in the
+// cache or on a copy, takes a new one) and the reservation holds the same
+// live pod.
+type adjustedNode struct {
+	generation int64
+	live       *v1.Pod
+	info       fwk.NodeInfo
+}
+
+// adjustedFor returns ni without the candidate's reserve pod. Owners of
+// many reservations are filtered over the same unchanged nodes cycle after
+// cycle; the copy is made once per node state, not once per owner.
+// Filter plugins only read the NodeInfo they are given (whoever adds to one
+// copies it first), so owners may share it.
+func (c *candidate) adjustedFor(ni fwk.NodeInfo) fwk.NodeInfo {
+	gen := ni.GetGeneration()
+	if a := c.memo.Load(); a != nil && a.generation == gen && a.live == c.cached {
+		return a.info
+	}
+	adjusted := ni.Snapshot()
+	if err := adjusted.RemovePod(klog.Background(), c.cached); err != nil {
+		// The snapshot predates the reservation's arrival in the cache:
+		// the node already shows the capacity as free.
+		adjusted = ni
+	}
+	c.memo.Store(&adjustedNode{generation: gen, live: c.cached, info: adjusted})
+	return adjusted
+}
+
+// ownsAny reports whether pod owns a reservation that owners can use now.
+// It stops at the first: PreFilter only needs to know whether the plugin
+// has anything to do, and a pod may own thousands of reservations.
+func (s *store) ownsAny(pod *v1.Pod) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out map[string][]candidate
-	s.owners.lookup(pod, func(e *entry) {
-		if !e.indexed || e.live == nil {
-			return
-		}
-		if out == nil {
-			out = map[string][]candidate{}
-		}
-		node := e.r.Status.NodeName
-		out[node] = append(out[node], candidate{
-			uid: e.r.UID, name: e.r.Name, node: node,
-			remaining: e.live.Spec.Containers[0].Resources.Requests, cached: e.live,
-		})
+	found := false
+	s.owners.lookup(pod, func(e *entry) bool {
+		found = e.indexed && e.live != nil
+		return !found
 	})
-	for _, cs := range out {
-		if len(cs) > 1 {
-			sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	return found
+}
+
+// candidatesOn returns the reservations on node that pod owns and owners
+// can use, ordered by name. The filter hook asks node by node, so an owner
+// pod costs what the nodes it is filtered on hold, not what every
+// reservation it owns would. Nothing is copied: a candidate shares the
+// entry's read-only live pod.
+func (s *store) candidatesOn(node string, pod *v1.Pod) []candidate {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []candidate
+	for e := range s.byNode[node] {
+		if e.live == nil || !e.ownedBy(pod) {
+			continue
 		}
+		out = append(out, candidate{
+			uid: e.r.UID, name: e.r.Name, node: node,
+			remaining: e.live.Spec.Containers[0].Resources.Requests, cached: e.live, memo: &e.adjusted,
+		})
+	}
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	}
 	return out
 }

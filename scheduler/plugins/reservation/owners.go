@@ -2,7 +2,6 @@ package reservation
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 
 	v1 "k8s.io/api/core/v1"
@@ -71,8 +70,8 @@ func compileOwners(owners []schedv1alpha1.ReservationOwner) ([]compiledOwner, er
 }
 
 // matches reports whether pod is selected by the owner.
-func (c compiledOwner) matches(pod *v1.Pod) bool {
-	switch o := c.owner; {
+func (c *compiledOwner) matches(pod *v1.Pod) bool {
+	switch o := &c.owner; {
 	case o.Object != nil:
 		return o.Object.Namespace == pod.Namespace && o.Object.Name == pod.Name &&
 			(o.Object.UID == "" || o.Object.UID == pod.UID)
@@ -145,18 +144,19 @@ func (ix *ownerIndex) remove(e *entry) {
 	}
 }
 
-// lookup calls fn for every indexed entry that pod owns (each once).
-func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
+// lookup calls fn for every indexed entry that pod owns (each once), until
+// fn returns false.
+func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry) bool) {
 	var seen map[*entry]bool
 	// verify: the index narrows by name, the full owner (UID, API version)
 	// decides. A selector group needs no check: its selector matched.
-	visit := func(e *entry, verify bool) {
+	visit := func(e *entry, verify bool) bool {
 		multi := len(e.owners) > 1
 		if multi && seen[e] {
-			return
+			return true
 		}
-		if verify && !slices.ContainsFunc(e.owners, func(c compiledOwner) bool { return c.matches(pod) }) {
-			return
+		if verify && !e.ownedBy(pod) {
+			return true
 		}
 		if multi {
 			if seen == nil {
@@ -164,14 +164,18 @@ func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
 			}
 			seen[e] = true
 		}
-		fn(e)
+		return fn(e)
 	}
 	for e := range ix.byPod[podKey(pod.Namespace, pod.Name)] {
-		visit(e, true)
+		if !visit(e, true) {
+			return
+		}
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		for e := range ix.byController[controllerKey(pod.Namespace, ref.Kind, ref.Name)] {
-			visit(e, true)
+			if !visit(e, true) {
+				return
+			}
 		}
 	}
 	if groups := ix.bySelector[pod.Namespace]; len(groups) > 0 {
@@ -179,14 +183,18 @@ func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry)) {
 		for _, g := range groups {
 			if g.selector.Matches(set) {
 				for e := range g.entries {
-					visit(e, false)
+					if !visit(e, false) {
+						return
+					}
 				}
 			}
 		}
 	}
 	for _, key := range ix.podAnnotationKeys(pod) {
 		for e := range ix.byAnnotation[key] {
-			visit(e, false)
+			if !visit(e, false) {
+				return
+			}
 		}
 	}
 }

@@ -65,7 +65,7 @@ func TestOwnerIndexLookup(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var got []string
-			ix.lookup(tc.pod, func(e *entry) { got = append(got, e.r.Name) })
+			ix.lookup(tc.pod, func(e *entry) bool { got = append(got, e.r.Name); return true })
 			if !equalSets(got, tc.want) {
 				t.Errorf("owned = %v, want %v", got, tc.want)
 			}

@@ -3,6 +3,7 @@ package reservation
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 
@@ -147,6 +148,26 @@ func TestPendingReservationIsQueuedOnceAndDequeued(t *testing.T) {
 	if diff := cmp.Diff([]string{"r1"}, f.queue.deleted); diff != "" {
 		t.Errorf("dequeued once Available (-want +got):\n%s", diff)
 	}
+}
+
+// candidatesFor returns, by node, what the filter hook would offer pod.
+func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
+	s.mu.RLock()
+	nodes := make([]string, 0, len(s.byNode))
+	for n := range s.byNode {
+		nodes = append(nodes, n)
+	}
+	s.mu.RUnlock()
+	out := map[string][]candidate{}
+	for _, n := range nodes {
+		if c := s.candidatesOn(n, pod); len(c) > 0 {
+			out[n] = c
+		}
+	}
+	if len(out) > 0 != s.ownsAny(pod) {
+		panic(fmt.Sprintf("ownsAny(%s) = %v, but candidates on nodes are %v", pod.Name, s.ownsAny(pod), out))
+	}
+	return out
 }
 
 func TestClaimAndReleaseAllocateOnce(t *testing.T) {
