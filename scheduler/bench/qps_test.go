@@ -6,9 +6,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -46,20 +48,7 @@ const (
 const upstreamProfile = ""
 
 func BenchmarkPreemptionClientQPS(b *testing.B) {
-	// The schedulers' logs would interleave with the benchmark's result
-	// lines: they go to $ARTIFACTS/preemption-qps.log, or nowhere.
-	out := io.Discard
-	if dir := os.Getenv("ARTIFACTS"); dir != "" {
-		f, err := os.Create(filepath.Join(dir, "preemption-qps.log"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		out = f
-	}
-	prev := klog.Background()
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out))))
-	defer klog.SetLogger(prev)
+	defer quietSchedulerLogs(b)()
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
@@ -74,14 +63,75 @@ func BenchmarkPreemptionClientQPS(b *testing.B) {
 		} {
 			b.Run(prof.name+"/"+limits.name, func(b *testing.B) {
 				for range b.N {
-					runPreemptionQPS(b, prof.plugins, limits.qps, limits.burst)
+					runPreemptionQPS(b, prof.plugins, limits.qps, limits.burst, 0)
 				}
 			})
 		}
 	}
 }
 
-func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32) {
+// victimDeleteFault is how long victim deletes fail in
+// BenchmarkPreemptionVictimDeleteFaults.
+const victimDeleteFault = 10 * time.Second
+
+// BenchmarkPreemptionVictimDeleteFaults is BenchmarkPreemptionClientQPS's
+// shape at kube-scheduler's client limits, with every victim delete failing
+// (503) for the first 10s after the preemptors are created. For each
+// preemptor it measures, at the proxy, the time from its first attempt (its
+// first status patch: the scheduler nominates it or records why it waits)
+// to its binding, and reports the p50 and p99, and the p99 of what that
+// time exceeds the preemptor's backoff by. The backoff is the least a
+// preemptor that failed throughout the fault must have waited: the
+// cumulative exponential schedule (1s, 2s, 4s, 8s, then 10s each) up to
+// its first retry after the fault ends.
+func BenchmarkPreemptionVictimDeleteFaults(b *testing.B) {
+	defer quietSchedulerLogs(b)()
+	for _, prof := range []struct{ name, plugins string }{
+		{"UpstreamPreemption", upstreamProfile},
+		{"GantryPreemption", schedtest.GantryProfile},
+	} {
+		b.Run(prof.name+"/QPS50_DeleteFault10s", func(b *testing.B) {
+			for range b.N {
+				runPreemptionQPS(b, prof.plugins, 50, 100, victimDeleteFault)
+			}
+		})
+	}
+}
+
+// backoffBefore is the cumulative backoff of a preemptor that fails from
+// its first attempt until at least end: 1s, 2s, 4s, 8s, then 10s a retry.
+func backoffBefore(first, end time.Time) time.Duration {
+	var total time.Duration
+	for step := time.Second; first.Add(total).Before(end); step = min(2*step, 10*time.Second) {
+		total += step
+	}
+	return total
+}
+
+// quietSchedulerLogs sends the schedulers' logs, which would interleave
+// with the benchmark's result lines, to $ARTIFACTS/preemption-qps.log (or
+// nowhere) until the returned function runs.
+func quietSchedulerLogs(b *testing.B) func() {
+	out := io.Discard
+	var f *os.File
+	if dir := os.Getenv("ARTIFACTS"); dir != "" {
+		var err error
+		if f, err = os.OpenFile(filepath.Join(dir, "preemption-qps.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
+			b.Fatal(err)
+		}
+		out = f
+	}
+	prev := klog.Background()
+	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out))))
+	return func() {
+		klog.SetLogger(prev)
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, fault time.Duration) {
 	b.StopTimer()
 	e := schedtest.Setup(b)
 	// The test's own calls (nodes, pods, polls) are not what is measured:
@@ -119,6 +169,13 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32) {
 	}
 	b.StartTimer()
 	start := time.Now()
+	faultEnd := start
+	if fault > 0 {
+		e.Faults.Fail(http.MethodDelete, "/pods/low-", http.StatusServiceUnavailable)
+		faultEnd = start.Add(fault)
+		stop := time.AfterFunc(fault, e.Faults.Clear)
+		defer stop.Stop()
+	}
 	createAll(b, e, high)
 	util.Must(b).Until(ctx, util.BenchmarkTimeout, "preemptors bound", func(ctx context.Context) bool {
 		list, err := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "role=high"})
@@ -142,7 +199,44 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32) {
 	b.ReportMetric(per(http.MethodDelete, "/pods/low-"), "victim-deletes/pod")
 	b.ReportMetric(per(http.MethodPatch, "/pods/"), "pod-patches/pod")
 	b.ReportMetric(per(http.MethodPost, "/binding"), "binds/pod")
+	if fault > 0 {
+		reportFaultLatency(b, e, start, faultEnd)
+	}
 	s.Stop()
+}
+
+// reportFaultLatency reports, over the preemptors, the p50 and p99 of the
+// time from first attempt to binding, and the p99 of its excess over the
+// backoff (backoffBefore).
+func reportFaultLatency(b *testing.B, e *schedtest.Env, created, faultEnd time.Time) {
+	var took, excess []float64
+	for i := range qpsPreemptors {
+		path := fmt.Sprintf("/api/v1/namespaces/default/pods/high-%d", i)
+		bound, ok := e.Faults.First(http.MethodPost, path+"/binding")
+		if !ok {
+			b.Fatalf("preemptor high-%d is bound but its binding never went through the proxy", i)
+		}
+		// A preemptor the scheduler never patched was bound at its first
+		// attempt, which came after its creation.
+		first, ok := e.Faults.First(http.MethodPatch, path+"/status")
+		if !ok || first.After(bound) {
+			first = created
+		}
+		d := bound.Sub(first)
+		took = append(took, d.Seconds())
+		excess = append(excess, (d - backoffBefore(first, faultEnd)).Seconds())
+	}
+	b.ReportMetric(percentile(took, 0.50), "s-to-bind-p50")
+	b.ReportMetric(percentile(took, 0.99), "s-to-bind-p99")
+	b.ReportMetric(percentile(excess, 0.99), "s-over-backoff-p99")
+}
+
+// percentile is the nearest-rank percentile of vs (0 < q <= 1).
+func percentile(vs []float64, q float64) float64 {
+	sorted := slices.Clone(vs)
+	slices.Sort(sorted)
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(i, 0)]
 }
 
 func benchPod(name, class string) *v1.Pod {

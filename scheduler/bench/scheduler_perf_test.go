@@ -4,10 +4,14 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -57,9 +61,57 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return err
 		}),
 		perf.WithNodeUpdateFn(func(tCtx ktesting.TContext, sched *scheduler.Scheduler, w *perf.Workload, _ *v1.NodeList) error {
-			return attach(tCtx, current, sched, w.Name)
+			if err := attach(tCtx, current, sched, w.Name); err != nil {
+				return err
+			}
+			return profileRest(tCtx, tCtx.Name())
 		}),
 	)
+}
+
+// profileRest, when $GANTRY_BENCH_PROFILE_DIR is set, profiles the process
+// (scheduler, kube-apiserver and harness share it) from now, when the
+// workload's nodes and reservations are in place, to the workload's end:
+// <dir>/<workload>.cpu.pprof, and the allocations made meanwhile as two heap
+// profiles to compare, <workload>.allocs-{start,end}.pprof
+// (go tool pprof -sample_index=alloc_space -diff_base start end). Setup
+// work (creating nodes and reservations) is left out; it would drown what
+// the scheduler does per pod.
+func profileRest(tCtx ktesting.TContext, benchmark string) error {
+	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return nil
+	}
+	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(strings.TrimPrefix(benchmark, "BenchmarkPerfScheduling/")))
+	writeHeap := func(path string) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		return pprof.Lookup("allocs").WriteTo(f, 0)
+	}
+	if err := writeHeap(base + ".allocs-start.pprof"); err != nil {
+		return err
+	}
+	cpu, err := os.Create(base + ".cpu.pprof")
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
+		return fmt.Errorf("starting the CPU profile (not with -test.cpuprofile): %w", err)
+	}
+	tCtx.Cleanup(func() {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			tCtx.Logf("writing %s: %v", cpu.Name(), err)
+		}
+		if err := writeHeap(base + ".allocs-end.pprof"); err != nil {
+			tCtx.Logf("writing the allocation profile: %v", err)
+		}
+	})
+	return nil
 }
 
 var reservationsInName = regexp.MustCompile(`_(\d+)Reservations$`)
@@ -122,19 +174,63 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 	tCtx.Logf("%d reservations Available", n)
 	// At the end of the workload, show that owners did use them: a
 	// throughput measured without reservations in play would prove nothing.
+	// Pods bound with the allocation annotation are what owners took; the
+	// Succeeded phase is the status controller's record of it, which may
+	// lag behind.
+	pods := tCtx.Client().CoreV1().Pods("owners")
 	tCtx.Cleanup(func() {
-		list, err := rs.List(context.Background(), metav1.ListOptions{})
+		ctx := context.Background()
+		list, err := rs.List(ctx, metav1.ListOptions{})
 		if err != nil {
 			tCtx.Logf("listing reservations: %v", err)
 			return
 		}
-		consumed := 0
+		succeeded := 0
 		for _, r := range list.Items {
 			if r.Status.Phase == schedv1alpha1.ReservationSucceeded {
-				consumed++
+				succeeded++
 			}
 		}
-		tCtx.Logf("%d of %d reservations consumed by owner pods", consumed, n)
+		owners, err := pods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			tCtx.Logf("listing owner pods: %v", err)
+			return
+		}
+		allocated := 0
+		for _, p := range owners.Items {
+			if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+				allocated++
+			}
+		}
+		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, len(owners.Items), succeeded, n)
+		if err := recordConsumed(tCtx.Name(), n, len(owners.Items), allocated, succeeded); err != nil {
+			tCtx.Logf("recording consumed reservations: %v", err)
+		}
 	})
 	return nil
+}
+
+// recordConsumed appends, for hack/bench-scheduler.sh's report, how many
+// owner pods a workload had, how many were bound into a reservation, and
+// how many reservations were Succeeded at its end, to
+// $ARTIFACTS/reservations.jsonl.
+func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int) error {
+	dir := os.Getenv("ARTIFACTS")
+	if dir == "" {
+		return nil
+	}
+	line, err := json.Marshal(map[string]any{"benchmark": benchmark, "reservations": reservations,
+		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded})
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "reservations.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -189,6 +189,7 @@ type Faults struct {
 	mu     sync.Mutex
 	rules  []rule
 	counts map[string]int
+	first  map[string]time.Time // when a request of "method path" first arrived
 }
 
 type rule struct {
@@ -208,10 +209,14 @@ func newFaults(t testing.TB, target *rest.Config) *Faults {
 	if proxy.Transport, err = rest.TransportFor(target); err != nil {
 		t.Fatal(err)
 	}
-	f := &Faults{counts: map[string]int{}}
+	f := &Faults{counts: map[string]int{}, first: map[string]time.Time{}}
 	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived := time.Now()
 		f.mu.Lock()
-		f.counts[r.Method+" "+r.URL.Path]++
+		k := r.Method + " " + r.URL.Path
+		if f.counts[k]++; f.counts[k] == 1 {
+			f.first[k] = arrived
+		}
 		var match *rule
 		for i := range f.rules {
 			if f.rules[i].method == r.Method && strings.Contains(r.URL.Path, f.rules[i].pathPart) {
@@ -268,6 +273,15 @@ func (f *Faults) Count(method, path string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.counts[method+" "+path]
+}
+
+// First is when a request of method to exactly path first reached the
+// proxy, if one did.
+func (f *Faults) First(method, path string) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.first[method+" "+path]
+	return t, ok
 }
 
 // CountMatching is how many requests of method whose path contains part
