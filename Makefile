@@ -11,7 +11,7 @@ RUNTIME ?= local
 # Control plane of a kind cluster (`make up`, `make e2e`): gantry (Gantry's kube-apiserver and
 # kube-scheduler) or stock (upstream's, with Gantry's add-ons as on a managed cluster).
 CONTROL_PLANE ?= gantry
-# Repetitions of `make bench`'s Go benchmarks (compare only what one run printed).
+# Repetitions of `make bench`'s and `make bench-scheduler`'s benchmarks (compare only what one run printed).
 COUNT ?= 3
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
 FOCUS ?=
@@ -25,7 +25,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-scheduler-doc bench-preemption-qps bench-provisioning verify lint test clean update
 
 all: build
 
@@ -73,6 +73,7 @@ status: build
 ## unit: unit tests (no cluster).
 unit:
 	go test $(UNIT_PKGS)
+	cd hack/tools/perf && go test ./...
 
 ## integration: tests against real etcd + Gantry's kube-apiserver from _output/bin (build tag integration).
 integration: build
@@ -91,14 +92,22 @@ bench-e2e: build
 	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook)'
 
 ## bench-scheduler: upstream's scheduler_perf harness, upstream's default profile vs Gantry's, with and
-## without reservations, one run; prints pods/s and ratios (BENCH=<-bench regexp> to select workloads).
+## without reservations, COUNT repetitions in one run; prints pods/s, spreads and ratios (benchstat)
+## (BENCH=<-bench regexp> to select workloads, LABELS=gantry-short for quick ones, PROFILE=1 for pprof).
 bench-scheduler: build
-	hack/bench-scheduler.sh
+	COUNT=$(COUNT) hack/bench-scheduler.sh
+
+## bench-scheduler-doc: regenerates docs/performance.md and docs/performance.png: every scheduler
+## workload (upstream's shapes, reservations, preemption) and the client-limit preemption benchmark,
+## COUNT repetitions each (about two hours at COUNT=3 on 2 cores).
+bench-scheduler-doc: build
+	COUNT=$(COUNT) hack/bench-preemption-qps.sh
+	COUNT=$(COUNT) DOC=1 LABELS=gantry,gantry-preemption hack/bench-scheduler.sh
 
 ## bench-preemption-qps: upstream DefaultPreemption vs Gantry AsyncPreemption with the scheduler's
 ## client at QPS 5000 and at production defaults (50/100), one run; pods/s, ratios, API calls per pod.
 bench-preemption-qps: build
-	hack/bench-preemption-qps.sh
+	COUNT=$(COUNT) hack/bench-preemption-qps.sh
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build

@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
 # Runs Gantry's scheduler_perf workloads (scheduler/bench) in one go test
-# invocation and prints pods/s per workload with ratios:
-#   Gantry profile vs upstream's default profile (same workload), and
-#   Gantry with reservations vs Gantry without (same node count).
-# BENCH selects workloads (a -bench regexp), COUNT repeats each (pods/s is
-# then the mean); the raw output stays in _output/bench-scheduler/.
+# invocation, each COUNT times, and reports pods/s with spreads and ratios:
+# Gantry's profile against upstream's default profile on the same workload,
+# and Gantry with reservations against Gantry without (benchstat, and the
+# tables of docs/performance.md).
+#
+#   BENCH   -bench regexp (default: every BenchmarkPerfScheduling workload)
+#   LABELS  scheduler_perf label filter (default "gantry"; "gantry-short" for
+#           quick local variants, "gantry,gantry-preemption" adds preemption)
+#   COUNT   repetitions (default 3)
+#   DOC=1   also write docs/performance.md and docs/performance.png, taking
+#           in _output/bench-preemption-qps/bench.txt if it is there
+#   PROFILE=1  CPU and allocation profiles of every workload's measured part
+#           into the output directory (see profileRest in scheduler/bench)
+#
+# Raw output, data items and benchstat input stay in _output/bench-scheduler/.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${GANTRY_ROOT}"
@@ -14,40 +24,54 @@ if [[ ! -x _output/bin/etcd ]]; then
   exit 1
 fi
 out="${GANTRY_ROOT}/_output/bench-scheduler"
+# Data items of an earlier run would be read as this run's.
+rm -rf "${out}"
 mkdir -p "${out}"
 export PATH="${GANTRY_ROOT}/_output/bin:${PATH}" ARTIFACTS="${out}"
-bench="${BENCH:-BenchmarkPerfScheduling/(Upstream|Gantry)/}"
-labels="${LABELS:-gantry}" # gantry-preemption selects the preemption workloads
-count="${COUNT:-1}"
+if [[ -n "${PROFILE:-}" ]]; then
+  export GANTRY_BENCH_PROFILE_DIR="${out}"
+fi
+bench="${BENCH:-BenchmarkPerfScheduling}"
+labels="${LABELS:-gantry}"
+count="${COUNT:-3}"
+perf() { go tool -modfile="${GANTRY_ROOT}/hack/tools/perf/go.mod" "$@"; }
+report() { (cd "${GANTRY_ROOT}/hack/tools/perf" && go run ./perfreport "$@"); }
 
-echo "==> go test -tags scheduler_perf ./scheduler/bench -bench '${bench}' (raw output: ${out}/bench.txt)"
-go test -tags scheduler_perf ./scheduler/bench -run '^$' -bench "${bench}" -benchtime=1ns -count="${count}" -timeout 90m \
+start=$(date +%s)
+echo "==> go test -tags scheduler_perf ./scheduler/bench -bench '${bench}' -count ${count}, labels ${labels} (raw output: ${out}/bench.txt)"
+go test -tags scheduler_perf ./scheduler/bench -run '^$' -bench "${bench}" -benchtime=1ns -count="${count}" -timeout 300m \
   -args -perf-scheduling-label-filter="${labels}" -data-items-dir="${out}" >"${out}/bench.txt" 2>&1 || {
   tail -50 "${out}/bench.txt"
   exit 1
 }
+echo "==> $(( $(date +%s) - start ))s"
 
-awk '
-  $1 ~ /^BenchmarkPerfScheduling\// {
-    name = $1; sub(/^BenchmarkPerfScheduling\//, "", name); sub(/-[0-9]+$/, "", name)
-    for (i = 2; i < NF; i++) if ($(i+1) == "SchedulingThroughput/Average") { sum[name] += $i; runs[name]++ }
-    if (!(name in seen)) { seen[name] = 1; order[++n] = name }
-  }
-  END {
-    for (w in sum) tput[w] = sum[w] / runs[w]
-    printf "%-40s %12s %10s  %s\n", "workload", "pods/s", "ratio", "against"
-    for (i = 1; i <= n; i++) {
-      w = order[i]; split(w, p, "/"); prof = p[1]; wl = p[2]
-      base = ""; ratio = ""
-      if (prof == "GantryPreemption") {
-        base = "UpstreamPreemption/" wl
-        if (base in tput && tput[base] > 0) ratio = sprintf("%.3f", tput[w] / tput[base])
-      }
-      if (prof == "Gantry") {
-        if (wl ~ /_[0-9]+Reservations$/) { b = wl; sub(/_[0-9]+Reservations$/, "", b); base = "Gantry/" b }
-        else base = "Upstream/" wl
-        if (base in tput && tput[base] > 0) ratio = sprintf("%.3f", tput[w] / tput[base])
-      }
-      printf "%-40s %12.1f %10s  %s\n", w, tput[w], ratio, base
-    }
-  }' "${out}/bench.txt" | tee "${out}/table.txt"
+benches=(-bench "${out}/bench.txt")
+qps="${GANTRY_ROOT}/_output/bench-preemption-qps/bench.txt"
+if [[ -n "${DOC:-}" && -s "${qps}" ]]; then
+  benches+=(-bench "${qps}")
+fi
+for set in profiles reservations; do
+  report benchstat -set "${set}" "${benches[@]}" >"${out}/benchstat-${set}.in"
+  if [[ -s "${out}/benchstat-${set}.in" ]]; then
+    col=/profile
+    [[ "${set}" == reservations ]] && col=/reservations
+    perf benchstat -col "${col}" "${out}/benchstat-${set}.in" | tee -a "${out}/benchstat.txt"
+    echo | tee -a "${out}/benchstat.txt"
+  fi
+done
+
+{
+  echo "$(go env GOOS)/$(go env GOARCH), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+  echo "$(go version | cut -d' ' -f3-), k8s.io/kubernetes $(go list -m -f '{{.Version}}' k8s.io/kubernetes), Gantry $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
+  echo "run on $(date -u +%Y-%m-%dT%H:%MZ): BENCH='${bench}' LABELS='${labels}' COUNT=${count}, $(( $(date +%s) - start ))s"
+} >"${out}/machine.txt"
+
+doc="${out}/performance.md" png="${out}/performance.png"
+if [[ -n "${DOC:-}" ]]; then
+  doc="${GANTRY_ROOT}/docs/performance.md" png="${GANTRY_ROOT}/docs/performance.png"
+fi
+report doc "${benches[@]}" -items "${out}" -benchstat "${out}/benchstat.txt" -machine "${out}/machine.txt" \
+  -command "make bench-scheduler-doc COUNT=${count}" -out "${doc}" -png "${png}"
+sed -n '/^## Upstream/,/^## benchstat/p' "${doc}" | sed '$d'
+echo "==> ${doc}, ${png}"

@@ -24,11 +24,11 @@ gofmt_clean() {
   [[ -z "${bad}" ]] || { printf 'not gofmt -s clean (run make update):\n%s\n' "${bad}"; return 1; }
 }
 
-vet() { go vet ./...; }
+vet() { go vet ./... && (cd hack/tools/perf && go vet ./...); }
 
 tidy() {
   local m
-  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl; do
+  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl hack/tools/perf; do
     (cd "${m}" && go mod tidy -diff) || return 1
   done
 }

@@ -1,0 +1,128 @@
+// Command perfreport turns the output of Gantry's scheduler benchmarks into
+// docs/performance.md and its plot.
+//
+//	perfreport benchstat -set profiles|reservations -bench bench.txt [-bench qps.txt] > benchstat-input.txt
+//	perfreport doc -bench bench.txt [-bench qps.txt] -items dir -benchstat benchstat.txt \
+//	    -machine machine.txt -command 'make bench-scheduler-doc' -out docs/performance.md -png docs/performance.png
+//
+// "benchstat" rewrites throughput samples with the profile (or the number
+// of reservations) as a name key, for `benchstat -col /profile` (or
+// /reservations). "doc" writes the page: tables of means,
+// spreads and ratios of one run, and a PNG of pods/s against nodes and
+// against reservations.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "perfreport:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: perfreport benchstat|doc [flags]")
+	}
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	var benches, commands multi
+	fs.Var(&benches, "bench", "go test -bench output (repeatable)")
+	set := fs.String("set", "profiles", "benchstat: which comparison to write (profiles, reservations)")
+	items := fs.String("items", "", "scheduler_perf's data-items directory (with reservations.jsonl)")
+	bs := fs.String("benchstat", "", "benchstat's output, shown as it is")
+	machine := fs.String("machine", "", "a file describing the machine")
+	fs.Var(&commands, "command", "a command that regenerates the page (repeatable)")
+	out := fs.String("out", "", "the Markdown file to write")
+	pngPath := fs.String("png", "", "the plot to write")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	res := newResults()
+	for _, b := range benches {
+		f, err := os.Open(b)
+		if err != nil {
+			return err
+		}
+		err = res.readBench(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b, err)
+		}
+	}
+	if len(res.order) == 0 {
+		return fmt.Errorf("no benchmark results in %v", benches)
+	}
+	switch args[0] {
+	case "benchstat":
+		return res.normalize(os.Stdout, *set)
+	case "doc":
+	default:
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	if *out == "" || *pngPath == "" {
+		return fmt.Errorf("doc needs -out and -png")
+	}
+	if *items != "" {
+		if err := res.readItems(*items); err != nil {
+			return err
+		}
+	}
+	in := docInput{res: res, commands: commands}
+	for _, f := range []struct {
+		path string
+		dst  *string
+	}{{*bs, &in.benchstat}, {*machine, &in.machine}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return err
+		}
+		*f.dst = string(b)
+	}
+	rel, err := filepath.Rel(filepath.Dir(*out), *pngPath)
+	if err != nil {
+		return err
+	}
+	in.plot = filepath.ToSlash(rel)
+
+	var png bytes.Buffer
+	if err := writePlot(&png, plotPanels(res), 640, 420); err != nil {
+		return err
+	}
+	var md bytes.Buffer
+	writeDoc(&md, in)
+	if err := os.WriteFile(*pngPath, png.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(*out, md.Bytes(), 0o644)
+}
+
+func plotPanels(r *results) []panel {
+	nodes := panel{title: "SchedulingBasic, 10,000 measured pods", xLabel: "nodes", yLabel: "pods/s",
+		series: []series{nodeSeries(r, "Upstream"), nodeSeries(r, "Gantry")}}
+	nodes.series[0].name, nodes.series[1].name = "upstream profile", "Gantry profile"
+	resv := panel{title: "Gantry profile, 5000 nodes, 10,000 pods", xLabel: "Available reservations", yLabel: "pods/s",
+		series: []series{
+			reservationSeries(r, "Gantry", "half the pods own reservations"),
+			reservationSeries(r, "GantryNonOwners", "no pod owns one"),
+		}}
+	if base := resv.series[0]; len(base.points) > 0 && base.points[0].x == 0 {
+		resv.guide, resv.guideLabel = 0.9*base.points[0].y.mean, "0.9x without"
+	}
+	return []panel{nodes, resv}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Three repetitions as go test prints them, with scheduler_perf's and
+// BenchmarkPreemptionVictimDeleteFaults' metrics; noise lines in between.
+const benchOutput = `goos: linux
+BenchmarkPerfScheduling/Upstream/5000Nodes_10000Pods-2  1  50.1 SchedulingDuration/Duration  200 SchedulingThroughput/Average  180 SchedulingThroughput/Perc50
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods-2  1  40.2 SchedulingDuration/Duration  250 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods_3000Reservations-2  1  225 SchedulingThroughput/Average
+    executor.go:835: namespace: namespace-1, pods: want 1000, got 343
+BenchmarkPerfScheduling/Upstream/5000Nodes_10000Pods-2  1  210 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods-2  1  260 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods_3000Reservations-2  1  230 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Upstream/5000Nodes_10000Pods-2  1  190 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods-2  1  240 SchedulingThroughput/Average
+BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods_3000Reservations-2  1  220 SchedulingThroughput/Average
+BenchmarkPreemptionVictimDeleteFaults/UpstreamPreemption/QPS50_DeleteFault10s-2  1  9 ns/op  20 pods/s  1.0 pod-patches/pod  2.0 victim-deletes/pod  1.0 binds/pod  30.5 s-to-bind-p99  14.0 s-over-backoff-p99
+BenchmarkPreemptionVictimDeleteFaults/GantryPreemption/QPS50_DeleteFault10s-2  1  9 ns/op  25 pods/s  1.0 pod-patches/pod  1.5 victim-deletes/pod  1.0 binds/pod  16.0 s-to-bind-p99  1.5 s-over-backoff-p99
+PASS
+`
+
+func readTestResults(t *testing.T) *results {
+	t.Helper()
+	r := newResults()
+	if err := r.readBench(strings.NewReader(benchOutput)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestReadBench(t *testing.T) {
+	r := readTestResults(t)
+	if len(r.order) != 5 {
+		t.Fatalf("read %d benchmarks, want 5: %v", len(r.order), r.order)
+	}
+	k := key{"PerfScheduling", "Gantry", "5000Nodes_10000Pods_3000Reservations"}
+	if got := throughput(r, k); len(got) != 3 || got[0] != 225 || got[2] != 220 {
+		t.Errorf("throughput of %s = %v, want [225 230 220]", k, got)
+	}
+	if got := r.metrics[key{"PreemptionVictimDeleteFaults", "GantryPreemption", "QPS50_DeleteFault10s"}]["s-over-backoff-p99"]; len(got) != 1 || got[0] != 1.5 {
+		t.Errorf("s-over-backoff-p99 = %v, want [1.5]", got)
+	}
+	if err := newResults().readBench(strings.NewReader("BenchmarkX/a/b-2 1 nope pods/s\n")); err == nil {
+		t.Error("a value that is not a number was accepted")
+	}
+}
+
+func TestRatioOfMeans(t *testing.T) {
+	r := readTestResults(t)
+	g := newStat(throughput(r, key{"PerfScheduling", "Gantry", "5000Nodes_10000Pods"}))
+	u := newStat(throughput(r, key{"PerfScheduling", "Upstream", "5000Nodes_10000Pods"}))
+	if rt, p := ratio(g, u); rt != "1.25×" || p != "0.10" {
+		t.Errorf("ratio = %s (p=%s), want 1.25× (p=0.10: three samples a side, no overlap)", rt, p)
+	}
+	if got := g.cell(); got != "250.0 (240.0–260.0, n=3)" {
+		t.Errorf("cell = %q", got)
+	}
+}
+
+func TestNormalizeForBenchstat(t *testing.T) {
+	r := readTestResults(t)
+	var b bytes.Buffer
+	if err := r.normalize(&b, "profiles"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"BenchmarkSchedulingBasic/5000Nodes_10000Pods/profile=Upstream 1 200 pods/s\n",
+		"BenchmarkSchedulingBasic/5000Nodes_10000Pods/profile=Gantry 1 240 pods/s\n",
+		"BenchmarkPreemptionVictimDeleteFaults/QPS50_DeleteFault10s/profile=Gantry 1 25 pods/s\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("profiles set lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Reservations") {
+		t.Errorf("profiles set holds a reservation workload:\n%s", out)
+	}
+	b.Reset()
+	if err := r.normalize(&b, "reservations"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Count(b.String(), "/reservations=3000 "), 3; got != want {
+		t.Errorf("reservations set has %d samples with 3000 reservations, want %d:\n%s", got, want, b.String())
+	}
+	if got, want := strings.Count(b.String(), "/reservations=0 "), 3; got != want {
+		t.Errorf("reservations set has %d samples without reservations, want %d", got, want)
+	}
+}
+
+func TestDocAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	bench := filepath.Join(dir, "bench.txt")
+	if err := os.WriteFile(bench, []byte(benchOutput), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items := `{"benchmark":"BenchmarkPerfScheduling/Gantry/5000Nodes_10000Pods_3000Reservations","reservations":3000,"ownerPods":5000,"ownersInReservations":3000,"succeeded":3000}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "reservations.jsonl"), []byte(items), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc, plot := filepath.Join(dir, "docs", "performance.md"), filepath.Join(dir, "docs", "performance.png")
+	if err := os.MkdirAll(filepath.Dir(doc), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := run([]string{"doc", "-bench", bench, "-items", dir, "-command", "make bench-scheduler-doc", "-out", doc, "-png", plot}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"![pods/s against nodes and against reservations](performance.png)",
+		"| SchedulingBasic | 5000Nodes_10000Pods | 200.0 (190.0–210.0, n=3) | 250.0 (240.0–260.0, n=3) | **1.25×** | 0.10 |",
+		"| Gantry | 5000Nodes_10000Pods_3000Reservations | 250.0 (240.0–260.0, n=3) | 225.0 (220.0–230.0, n=3) | **0.90×** | 0.10 | 3000/3000 |",
+		"| 30.50 / 16.00 | 14.00 / 1.50 |",
+		"make bench-scheduler-doc",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the page lacks %q:\n%s", want, md)
+		}
+	}
+	f, err := os.Open(plot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("the plot is not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 420 {
+		t.Errorf("plot is %v, want two 640x420 panels", b)
+	}
+}
