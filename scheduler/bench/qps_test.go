@@ -63,16 +63,22 @@ func BenchmarkPreemptionClientQPS(b *testing.B) {
 		} {
 			b.Run(prof.name+"/"+limits.name, func(b *testing.B) {
 				for range b.N {
-					runPreemptionQPS(b, prof.plugins, limits.qps, limits.burst, 0)
+					runPreemptionQPS(b, prof.plugins, limits.qps, limits.burst, qpsPreemptors, 0)
 				}
 			})
 		}
 	}
 }
 
-// victimDeleteFault is how long victim deletes fail in
-// BenchmarkPreemptionVictimDeleteFaults.
-const victimDeleteFault = 10 * time.Second
+const (
+	// victimDeleteFault is how long victim deletes fail in
+	// BenchmarkPreemptionVictimDeleteFaults.
+	victimDeleteFault = 10 * time.Second
+	// faultPreemptors: few enough that at QPS 50 their API calls (about
+	// five each) take a few seconds, so that what is timed is the fault
+	// and the recovery from it, not the client's rate limiter.
+	faultPreemptors = 50
+)
 
 // BenchmarkPreemptionVictimDeleteFaults is BenchmarkPreemptionClientQPS's
 // shape at kube-scheduler's client limits, with every victim delete failing
@@ -92,7 +98,7 @@ func BenchmarkPreemptionVictimDeleteFaults(b *testing.B) {
 	} {
 		b.Run(prof.name+"/QPS50_DeleteFault10s", func(b *testing.B) {
 			for range b.N {
-				runPreemptionQPS(b, prof.plugins, 50, 100, victimDeleteFault)
+				runPreemptionQPS(b, prof.plugins, 50, 100, faultPreemptors, victimDeleteFault)
 			}
 		})
 	}
@@ -131,7 +137,7 @@ func quietSchedulerLogs(b *testing.B) func() {
 	}
 }
 
-func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, fault time.Duration) {
+func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, preemptors int, fault time.Duration) {
 	b.StopTimer()
 	e := schedtest.Setup(b)
 	// The test's own calls (nodes, pods, polls) are not what is measured:
@@ -164,7 +170,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, fa
 	})
 
 	var high []*v1.Pod
-	for i := range qpsPreemptors {
+	for i := range preemptors {
 		high = append(high, benchPod(fmt.Sprintf("high-%d", i), "high"))
 	}
 	b.StartTimer()
@@ -188,19 +194,19 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, fa
 				bound++
 			}
 		}
-		return bound == qpsPreemptors
+		return bound == preemptors
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
-	b.ReportMetric(float64(qpsPreemptors)/elapsed.Seconds(), "pods/s")
+	b.ReportMetric(float64(preemptors)/elapsed.Seconds(), "pods/s")
 	per := func(method, part string) float64 {
-		return float64(e.Faults.CountMatching(method, part)) / qpsPreemptors
+		return float64(e.Faults.CountMatching(method, part)) / float64(preemptors)
 	}
 	b.ReportMetric(per(http.MethodDelete, "/pods/low-"), "victim-deletes/pod")
 	b.ReportMetric(per(http.MethodPatch, "/pods/"), "pod-patches/pod")
 	b.ReportMetric(per(http.MethodPost, "/binding"), "binds/pod")
 	if fault > 0 {
-		reportFaultLatency(b, e, start, faultEnd)
+		reportFaultLatency(b, e, preemptors, start, faultEnd)
 	}
 	s.Stop()
 }
@@ -208,9 +214,9 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, fa
 // reportFaultLatency reports, over the preemptors, the p50 and p99 of the
 // time from first attempt to binding, and the p99 of its excess over the
 // backoff (backoffBefore).
-func reportFaultLatency(b *testing.B, e *schedtest.Env, created, faultEnd time.Time) {
+func reportFaultLatency(b *testing.B, e *schedtest.Env, preemptors int, created, faultEnd time.Time) {
 	var took, excess []float64
-	for i := range qpsPreemptors {
+	for i := range preemptors {
 		path := fmt.Sprintf("/api/v1/namespaces/default/pods/high-%d", i)
 		bound, ok := e.Faults.First(http.MethodPost, path+"/binding")
 		if !ok {
