@@ -18,11 +18,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	_ "k8s.io/component-base/logs/json/register"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
 	"k8s.io/kubernetes/test/utils/ktesting"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -34,6 +36,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// envtest (installing Gantry's CRDs) logs through controller-runtime;
+	// without a logger it prints a warning with a stack trace to stderr,
+	// which lands in the middle of a benchmark's result line.
+	ctrllog.SetLogger(klog.Background())
 	if err := perf.InitTests(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

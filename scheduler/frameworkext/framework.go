@@ -89,7 +89,11 @@ func (f *extendedFramework) RunScorePlugins(ctx context.Context, state fwk.Cycle
 }
 
 func (ps *profileState) beforeFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, info fwk.NodeInfo) (*v1.Pod, fwk.NodeInfo, *fwk.Status) {
+	skip := state.GetSkipFilterPlugins()
 	for _, t := range ps.filter {
+		if skip.Has(t.Name()) {
+			continue // its PreFilter returned Skip
+		}
 		p, ni, ok, st := t.BeforeFilter(ctx, state, pod, info)
 		if !st.IsSuccess() {
 			return nil, nil, st.WithPlugin(t.Name())

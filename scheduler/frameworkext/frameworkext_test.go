@@ -13,8 +13,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 func TestScoreTable(t *testing.T) {
@@ -51,7 +53,8 @@ func TestHooksRunInExtensionPointOrder(t *testing.T) {
 		"A": hookPlugin{"A"}, "B": hookPlugin{"B"}, "C": hookPlugin{"C"}, "Plain": plainPlugin{"Plain"},
 	}}
 	ps.orderHooks(&config.Plugins{Filter: config.PluginSet{Enabled: []config.Plugin{{Name: "NodeName"}, {Name: "C"}, {Name: "A"}}}})
-	pod, _, st := ps.beforeFilter(context.Background(), nil, &v1.Pod{}, nil)
+	state := framework.NewCycleState()
+	pod, _, st := ps.beforeFilter(context.Background(), state, &v1.Pod{}, nil)
 	if !st.IsSuccess() {
 		t.Fatal(st)
 	}
@@ -59,6 +62,17 @@ func TestHooksRunInExtensionPointOrder(t *testing.T) {
 	// profile's list, so it follows by name.
 	if got := pod.Annotations["order"]; got != "C,A,B," {
 		t.Errorf("hook order = %q, want C,A,B,", got)
+	}
+
+	// A plugin whose PreFilter returned Skip gets no filter hook in the
+	// cycle, as upstream runs no Filter of it.
+	state.SetSkipFilterPlugins(sets.New("A"))
+	pod, _, st = ps.beforeFilter(context.Background(), state, &v1.Pod{}, nil)
+	if !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if got := pod.Annotations["order"]; got != "C,B," {
+		t.Errorf("hooks run = %q, want C,B, (A skipped at PreFilter)", got)
 	}
 }
 

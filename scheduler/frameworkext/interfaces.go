@@ -34,6 +34,9 @@ type PreFilterTransformer interface {
 // FilterTransformer runs before the Filter plugins, for every node. A plugin
 // returning ok=true hands the returned pod and NodeInfo (copies; never modify
 // nodeInfo, it belongs to the scheduler's snapshot) to what runs after it.
+// As upstream skips a Filter plugin whose PreFilter returned Skip, the hook
+// of a plugin whose PreFilter returned Skip is not run in that cycle: the
+// per-node cost of a hook with nothing to do for the pod is nothing.
 type FilterTransformer interface {
 	fwk.Plugin
 	BeforeFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (newPod *v1.Pod, newNodeInfo fwk.NodeInfo, ok bool, status *fwk.Status)

@@ -35,11 +35,14 @@ func readState(state fwk.CycleState) *cycleState {
 	return v.(*cycleState)
 }
 
-// PreFilter finds the reservations the pod owns. Pods that own none (and
-// reservations themselves) skip the plugin for the rest of the cycle.
+// PreFilter finds whether the pod owns a usable reservation, and the
+// preempting reservations it must leave room for. A pod with neither (most
+// pods) skips the plugin, and so its filter hook, for the rest of the cycle.
 func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	skip := fwk.NewStatus(fwk.Skip)
 	if byNode := pl.store.nominatedFor(pod); byNode != nil {
 		state.Write(nominatedKey, &nominatedState{byNode: byNode})
+		skip = nil // the filter hook must place the nominees
 	}
 	if reservepod.Is(pod) {
 		// A pending reservation preempts, as a pod does, only where its
@@ -51,10 +54,10 @@ func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod
 				cs.SetSkipAllPostFilterPlugins(true)
 			}
 		}
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	if !pl.store.ownsAny(pod) {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return nil, skip
 	}
 	state.Write(stateKey, &cycleState{requests: podRequests(pod), chosen: newChosenMap()})
 	return nil, nil

@@ -61,28 +61,46 @@ func parseName(name string, withCollector bool) (key, bool) {
 }
 
 // readBench reads go test -bench output: "BenchmarkX/a/b-2  1  v1 unit1  v2 unit2 ...".
+// Output written to stderr while a benchmark runs can land between its name
+// and its figures; the figures then start a later line of their own
+// ("  1  v1 unit1 ..."), and are given to the last name left without any.
 func (r *results) readBench(in io.Reader) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
 	line := 0
+	var pending *key // a benchmark name whose figures have not come yet
 	for sc.Scan() {
 		line++
 		f := strings.Fields(sc.Text())
-		if len(f) < 4 || !strings.HasPrefix(f[0], "Benchmark") || len(f)%2 != 0 {
+		if len(f) == 0 {
 			continue
 		}
-		if _, err := strconv.Atoi(f[1]); err != nil {
+		var k key
+		switch {
+		case strings.HasPrefix(f[0], "Benchmark"):
+			var ok bool
+			if k, ok = parseName(f[0], false); !ok {
+				continue
+			}
+			if len(f) < 2 || !isCount(f[1]) {
+				pending = &k
+				continue
+			}
+			f = f[1:]
+		case pending != nil && isCount(f[0]) && len(f) >= 3 && len(f)%2 == 1:
+			k = *pending
+		default:
 			continue
 		}
-		k, ok := parseName(f[0], false)
-		if !ok {
-			continue
+		pending = nil
+		if len(f)%2 != 1 {
+			return fmt.Errorf("line %d: figures do not come in value-unit pairs", line)
 		}
 		if r.metrics[k] == nil {
 			r.metrics[k] = map[string][]float64{}
 			r.order = append(r.order, k)
 		}
-		for i := 2; i+1 < len(f); i += 2 {
+		for i := 1; i+1 < len(f); i += 2 {
 			v, err := strconv.ParseFloat(f[i], 64)
 			if err != nil {
 				return fmt.Errorf("line %d: %q is not a number", line, f[i])
@@ -91,6 +109,11 @@ func (r *results) readBench(in io.Reader) error {
 		}
 	}
 	return sc.Err()
+}
+
+func isCount(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil
 }
 
 type dataItems struct {
