@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -20,6 +22,7 @@ import (
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 	"sigs.k8s.io/yaml"
@@ -149,6 +152,88 @@ func TestGeneratedConfigurationsStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGantryPluginsKeepBatching: opportunistic batching (KEP-5598, on by
+// default in 1.36) is off for a whole profile when one of its PreFilter,
+// Filter, PreScore or Score plugins cannot sign pods, and a pod is signed
+// only if every plugin signs it. Upstream's PodTopologySpread signs no pod
+// while it has default constraints (the system defaults, as shipped), so
+// each profile is built here with them listed empty; then upstream's
+// default profile signs a plain pod, and every profile Gantry ships must
+// too.
+func TestGantryPluginsKeepBatching(t *testing.T) {
+	metrics.Register()
+	build := func(t *testing.T, cfg *config.KubeSchedulerConfiguration) *scheduler.Scheduler {
+		t.Helper()
+		for i := range cfg.Profiles {
+			for j, pc := range cfg.Profiles[i].PluginConfig {
+				if args, ok := pc.Args.(*config.PodTopologySpreadArgs); ok {
+					args = args.DeepCopy()
+					args.DefaultingType, args.DefaultConstraints = config.ListDefaulting, nil
+					cfg.Profiles[i].PluginConfig[j].Args = args
+				}
+			}
+		}
+		_, ctx := ktesting.NewTestContext(t)
+		client := fake.NewClientset()
+		ext := frameworkext.New()
+		sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
+			profile.NewRecorderFactory(events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})),
+			scheduler.WithProfiles(cfg.Profiles...),
+			scheduler.WithKubeConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
+			scheduler.WithFrameworkOutOfTreeRegistry(ext.Wrap(app.Registry())))
+		if err != nil {
+			t.Fatalf("building the scheduler: %v", err)
+		}
+		if err := ext.Attach(sched); err != nil {
+			t.Fatalf("attaching the extension layer: %v", err)
+		}
+		return sched
+	}
+	signs := func(t *testing.T, sched *scheduler.Scheduler) {
+		t.Helper()
+		_, ctx := ktesting.NewTestContext(t)
+		for name, f := range sched.Profiles {
+			pod := &v1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "plain", UID: "plain"},
+				Spec:       v1.PodSpec{SchedulerName: name, Containers: []v1.Container{{Name: "c", Image: "pause"}}},
+			}
+			if f.SignPod(ctx, pod) == nil {
+				t.Errorf("profile %s signs no pod: one of its plugins turns opportunistic batching off", name)
+			}
+		}
+	}
+	t.Run("upstream's default profile", func(t *testing.T) {
+		logger, _ := ktesting.NewTestContext(t)
+		cfg, err := options.LoadConfigFromFile(logger, writeConfig(t, "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		signs(t, build(t, cfg))
+	})
+	for path := range profiles.Generated() {
+		if !strings.HasSuffix(path, ".yaml") {
+			continue
+		}
+		t.Run(path, func(t *testing.T) {
+			logger, _ := ktesting.NewTestContext(t)
+			cfg, err := options.LoadConfigFromFile(logger, filepath.Join(root, path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			signs(t, build(t, cfg))
+		})
+	}
+}
+
+func writeConfig(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // schedtest's profile is Gantry's: the body of a profile item that decodes
