@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
 	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
@@ -208,6 +209,16 @@ func newFaults(t testing.TB, target *rest.Config) *Faults {
 	// admin's client certificate to kube-apiserver itself.
 	if proxy.Transport, err = rest.TransportFor(target); err != nil {
 		t.Fatal(err)
+	}
+	// A client that goes away (a scheduler stopping, its watches cancelled)
+	// is no proxy error; the default handler would log each one to stderr,
+	// into the middle of benchmark result lines.
+	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+		if r.Context().Err() != nil {
+			return
+		}
+		klog.Background().Error(err, "Proxying to kube-apiserver", "method", r.Method, "path", r.URL.Path)
+		w.WriteHeader(http.StatusBadGateway)
 	}
 	f := &Faults{counts: map[string]int{}, first: map[string]time.Time{}}
 	f.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
