@@ -255,6 +255,7 @@ func (s *store) unindex(e *entry) {
 		}
 	}
 	e.node = ""
+	e.adjusted.Store(nil) // owners no longer use it: keep no copy of its node
 	s.owners.remove(e)
 	e.indexed = false
 }
