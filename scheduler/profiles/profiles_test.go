@@ -127,26 +127,12 @@ func TestGeneratedConfigurationsStart(t *testing.T) {
 	metrics.Register()
 	for path := range profiles.Generated() {
 		t.Run(path, func(t *testing.T) {
-			logger, ctx := ktesting.NewTestContext(t)
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
+			logger, _ := ktesting.NewTestContext(t)
 			cfg, err := options.LoadConfigFromFile(logger, filepath.Join(root, path))
 			if err != nil {
 				t.Fatal(err)
 			}
-			client := fake.NewClientset()
-			ext := frameworkext.New()
-			sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
-				profile.NewRecorderFactory(events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})),
-				scheduler.WithProfiles(cfg.Profiles...),
-				scheduler.WithKubeConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
-				scheduler.WithFrameworkOutOfTreeRegistry(ext.Wrap(app.Registry())))
-			if err != nil {
-				t.Fatalf("building the scheduler: %v", err)
-			}
-			if err := ext.Attach(sched); err != nil {
-				t.Fatalf("attaching the extension layer: %v", err)
-			}
+			sched := newScheduler(t, cfg)
 			if len(sched.Profiles) != len(cfg.Profiles) {
 				t.Errorf("%d profiles built, want %d", len(sched.Profiles), len(cfg.Profiles))
 			}
@@ -175,21 +161,7 @@ func TestGantryPluginsKeepBatching(t *testing.T) {
 				}
 			}
 		}
-		_, ctx := ktesting.NewTestContext(t)
-		client := fake.NewClientset()
-		ext := frameworkext.New()
-		sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
-			profile.NewRecorderFactory(events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})),
-			scheduler.WithProfiles(cfg.Profiles...),
-			scheduler.WithKubeConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
-			scheduler.WithFrameworkOutOfTreeRegistry(ext.Wrap(app.Registry())))
-		if err != nil {
-			t.Fatalf("building the scheduler: %v", err)
-		}
-		if err := ext.Attach(sched); err != nil {
-			t.Fatalf("attaching the extension layer: %v", err)
-		}
-		return sched
+		return newScheduler(t, cfg)
 	}
 	signs := func(t *testing.T, sched *scheduler.Scheduler) {
 		t.Helper()
@@ -225,6 +197,30 @@ func TestGantryPluginsKeepBatching(t *testing.T) {
 			signs(t, build(t, cfg))
 		})
 	}
+}
+
+// newScheduler builds Gantry's scheduler from cfg as kube-scheduler does,
+// with Gantry's plugins registered through the extension layer, and
+// attaches the layer. It is not run.
+func newScheduler(t *testing.T, cfg *config.KubeSchedulerConfiguration) *scheduler.Scheduler {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	client := fake.NewClientset()
+	ext := frameworkext.New()
+	sched, err := scheduler.New(ctx, client, informers.NewSharedInformerFactory(client, 0), nil,
+		profile.NewRecorderFactory(events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})),
+		scheduler.WithProfiles(cfg.Profiles...),
+		scheduler.WithKubeConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
+		scheduler.WithFrameworkOutOfTreeRegistry(ext.Wrap(app.Registry())))
+	if err != nil {
+		t.Fatalf("building the scheduler: %v", err)
+	}
+	if err := ext.Attach(sched); err != nil {
+		t.Fatalf("attaching the extension layer: %v", err)
+	}
+	return sched
 }
 
 func writeConfig(t *testing.T, content string) string {
