@@ -12,6 +12,8 @@
 //     may hand adjusted copies of the pod, NodeInfo or node list to every
 //     plugin after them. Hooks must never modify what they are given: it is
 //     the scheduler's cache.
+//   - NodeHinter: one node for the scheduler to try before its sample of
+//     the cluster, for pods whose best node may lie outside it.
 //   - SchedulerAttacher: access to the built scheduler (cache, queue, failure
 //     handler), for plugins that place objects other than pods.
 //   - APIServiceProvider: HTTP endpoints under /gantry/v1/plugins/<Plugin>/,

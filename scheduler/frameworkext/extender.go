@@ -56,6 +56,7 @@ type profileState struct {
 	preFilter []PreFilterTransformer
 	filter    []FilterTransformer
 	score     []ScoreTransformer
+	hint      []NodeHinter
 }
 
 // New returns an extension layer with no plugins.
@@ -192,12 +193,13 @@ func (e *Extender) Attach(sched *scheduler.Scheduler) error {
 }
 
 // orderHooks lists the profile's hooks in the order their plugins appear in
-// the matching extension point (PreFilter, Filter, Score); plugins that are
-// not in that list follow, by name.
+// the matching extension point (PreFilter, Filter, Score; node hints follow
+// PreFilter); plugins that are not in that list follow, by name.
 func (ps *profileState) orderHooks(enabled *config.Plugins) {
 	ps.preFilter = collect[PreFilterTransformer](ps.plugins, pluginNames(enabled, func(p *config.Plugins) config.PluginSet { return p.PreFilter }))
 	ps.filter = collect[FilterTransformer](ps.plugins, pluginNames(enabled, func(p *config.Plugins) config.PluginSet { return p.Filter }))
 	ps.score = collect[ScoreTransformer](ps.plugins, pluginNames(enabled, func(p *config.Plugins) config.PluginSet { return p.Score }))
+	ps.hint = collect[NodeHinter](ps.plugins, pluginNames(enabled, func(p *config.Plugins) config.PluginSet { return p.PreFilter }))
 }
 
 func pluginNames(enabled *config.Plugins, point func(*config.Plugins) config.PluginSet) []string {

@@ -2,20 +2,31 @@ package frameworkext
 
 import (
 	"context"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 // extendedFramework is a profile's Framework with Gantry's phase hooks run
-// before PreFilter, Filter, PreScore and Score, and the score-debug table
-// logged after Score. Everything else is the upstream framework's.
+// before PreFilter, Filter, PreScore and Score, node hints from NodeHinter
+// plugins, and the score-debug table logged after Score. Everything else is
+// the upstream framework's.
 type extendedFramework struct {
 	framework.Framework
 	ext     *Extender
 	profile *profileState
+	// hinted is the hint a NodeHinter gave, and in which cycle, so that
+	// upstream's batching is not told it gave it (StoreScheduleResults).
+	hinted atomic.Pointer[pluginHint]
+}
+
+type pluginHint struct {
+	cycle int64
+	node  string
 }
 
 func (f *extendedFramework) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
@@ -45,6 +56,39 @@ func (f *extendedFramework) RunFilterPluginsWithNominatedPods(ctx context.Contex
 		return st
 	}
 	return f.Framework.RunFilterPluginsWithNominatedPods(ctx, state, pod, info)
+}
+
+// GetNodeHint returns upstream's batching hint when it has one, else the
+// first node a NodeHinter plugin names (see NodeHinter).
+func (f *extendedFramework) GetNodeHint(ctx context.Context, pod *v1.Pod, signature fwk.PodSignature, state fwk.CycleState, cycleCount int64) string {
+	if hint := f.Framework.GetNodeHint(ctx, pod, signature, state, cycleCount); hint != "" {
+		return hint
+	}
+	if len(f.profile.hint) == 0 {
+		return ""
+	}
+	skip := state.GetSkipFilterPlugins()
+	for _, h := range f.profile.hint {
+		if skip.Has(h.Name()) {
+			continue // its PreFilter returned Skip: nothing to say about this pod
+		}
+		if node := h.HintNode(ctx, state, pod); node != "" {
+			f.hinted.Store(&pluginHint{cycle: cycleCount, node: node})
+			klog.FromContext(ctx).V(4).Info("Plugin hinted a node", "plugin", h.Name(), "pod", klog.KObj(pod), "node", node)
+			return node
+		}
+	}
+	return ""
+}
+
+// StoreScheduleResults hands upstream's batching the cycle's results. A
+// hint that came from a plugin is not passed on as one: the batch would
+// count the pod as batched and keep no results for the pods after it.
+func (f *extendedFramework) StoreScheduleResults(ctx context.Context, signature fwk.PodSignature, hintedNode, chosenNode string, otherNodes framework.SortedScoredNodes, cycleCount int64) {
+	if h := f.hinted.Swap(nil); h != nil && h.cycle == cycleCount && h.node == hintedNode {
+		hintedNode = ""
+	}
+	f.Framework.StoreScheduleResults(ctx, signature, hintedNode, chosenNode, otherNodes, cycleCount)
 }
 
 // scoreInputKey keeps, for Score, what the score hooks made of the nodes at

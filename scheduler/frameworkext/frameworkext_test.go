@@ -188,3 +188,60 @@ func TestDebugScoresClamped(t *testing.T) {
 		t.Errorf("first row %q, want the highest total (n199)", lines[1])
 	}
 }
+
+type hintPlugin struct{ name, node string }
+
+func (p hintPlugin) Name() string { return p.name }
+func (p hintPlugin) HintNode(context.Context, fwk.CycleState, *v1.Pod) string { return p.node }
+
+// batchFramework stands in for upstream's framework: only its batching
+// methods are called.
+type batchFramework struct {
+	framework.Framework
+	hint   string
+	stored []string // hinted node as StoreScheduleResults was given it
+}
+
+func (b *batchFramework) GetNodeHint(context.Context, *v1.Pod, fwk.PodSignature, fwk.CycleState, int64) string {
+	return b.hint
+}
+
+func (b *batchFramework) StoreScheduleResults(_ context.Context, _ fwk.PodSignature, hinted, _ string, _ framework.SortedScoredNodes, _ int64) {
+	b.stored = append(b.stored, hinted)
+}
+
+func TestNodeHints(t *testing.T) {
+	ps := &profileState{plugins: map[string]fwk.Plugin{
+		"Quiet": hintPlugin{"Quiet", ""}, "Second": hintPlugin{"Second", "n2"}, "First": hintPlugin{"First", "n1"},
+	}}
+	ps.orderHooks(&config.Plugins{PreFilter: config.PluginSet{Enabled: []config.Plugin{{Name: "Quiet"}, {Name: "First"}, {Name: "Second"}}}})
+	upstream := &batchFramework{}
+	f := &extendedFramework{Framework: upstream, ext: New(), profile: ps}
+	ctx := context.Background()
+	pod := &v1.Pod{}
+
+	// The first non-empty hint in PreFilter order.
+	state := framework.NewCycleState()
+	if got := f.GetNodeHint(ctx, pod, nil, state, 1); got != "n1" {
+		t.Errorf("hint = %q, want n1 (First, the first plugin with one)", got)
+	}
+	// A plugin's hint is not passed to upstream's batching as the batch's.
+	f.StoreScheduleResults(ctx, nil, "n1", "n1", nil, 1)
+
+	// A plugin whose PreFilter returned Skip is not asked.
+	state = framework.NewCycleState()
+	state.SetSkipFilterPlugins(sets.New("First"))
+	if got := f.GetNodeHint(ctx, pod, nil, state, 2); got != "n2" {
+		t.Errorf("hint = %q, want n2 (First skipped at PreFilter)", got)
+	}
+	// The pod failed in cycle 2 (nothing stored); cycle 3's hint is the
+	// batch's own, and is passed on as such.
+	upstream.hint = "batched"
+	if got := f.GetNodeHint(ctx, pod, nil, framework.NewCycleState(), 3); got != "batched" {
+		t.Errorf("hint = %q, want upstream's batching hint first", got)
+	}
+	f.StoreScheduleResults(ctx, nil, "batched", "batched", nil, 3)
+	if want := []string{"", "batched"}; !cmp.Equal(upstream.stored, want) {
+		t.Errorf("hinted nodes given to upstream's batching = %q, want %q", upstream.stored, want)
+	}
+}

@@ -50,6 +50,25 @@ type ScoreTransformer interface {
 	BeforeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (newPod *v1.Pod, newNodes []fwk.NodeInfo, ok bool, status *fwk.Status)
 }
 
+// NodeHinter names, once PreFilter has run, one node the scheduler should
+// try before it searches the cluster: the scheduler filters that node alone
+// first and, if it passes, places the pod there without scoring; if it does
+// not, the cycle goes on as if no hint had been given. This is how upstream
+// tries a pod's nominated node and opportunistic batching's hint (KEP-5598),
+// and it is what a plugin needs when the node that suits a pod best may lie
+// outside the sample of nodes the scheduler filters in a large cluster
+// (percentageOfNodesToScore). The hint is asked for only when upstream's
+// batching has none and the pod has no nominated node, and only from
+// plugins whose PreFilter did not return Skip; the first non-empty answer,
+// in the order of the PreFilter list, is used. HintNode runs on the
+// scheduling path of every such pod: it must be cheap and bounded.
+// kube-scheduler asks for hints only while the OpportunisticBatching feature
+// gate is on (the default since 1.35).
+type NodeHinter interface {
+	fwk.Plugin
+	HintNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod) string
+}
+
 // SchedulerAttacher is implemented by plugins that need the built scheduler:
 // its cache, queue or failure handler. AttachScheduler is called once per
 // plugin instance, after upstream's Setup and before informers start.

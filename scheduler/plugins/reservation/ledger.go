@@ -304,18 +304,34 @@ func (c *candidate) adjustedFor(ni fwk.NodeInfo) fwk.NodeInfo {
 	return adjusted
 }
 
-// ownsAny reports whether pod owns a reservation that owners can use now.
-// It stops at the first: PreFilter only needs to know whether the plugin
-// has anything to do, and a pod may own thousands of reservations.
-func (s *store) ownsAny(pod *v1.Pod) bool {
+// maxHintLookups bounds how many usable reservations of one pod ownedHint
+// looks at for one that holds the whole pod: a pod may own thousands.
+const maxHintLookups = 64
+
+// ownedHint reports whether pod owns a reservation that owners can use now
+// and, when one of the first maxHintLookups such reservations holds the
+// whole pod, the node it is on: the scheduler tries that node before its
+// sample of the cluster (Plugin.HintNode). It stops at the first that holds
+// the pod. req is pod's requests, computed once the pod is known to own one.
+func (s *store) ownedHint(pod *v1.Pod) (owns bool, req v1.ResourceList, node string) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	found := false
+	looked := 0
 	s.owners.lookup(pod, func(e *entry) bool {
-		found = e.indexed && e.live != nil
-		return !found
+		if !e.indexed || e.live == nil {
+			return true
+		}
+		if !owns {
+			owns, req = true, podRequests(pod)
+		}
+		if fits(req, e.live.Spec.Containers[0].Resources.Requests) {
+			node = e.node
+			return false
+		}
+		looked++
+		return looked < maxHintLookups
 	})
-	return found
+	return owns, req, node
 }
 
 // candidatesOn returns the reservations on node that pod owns and owners

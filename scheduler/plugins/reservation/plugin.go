@@ -52,6 +52,7 @@ var (
 	_ fwk.SignPlugin                  = &Plugin{}
 	_ frameworkext.FilterTransformer  = &Plugin{}
 	_ frameworkext.ScoreTransformer   = &Plugin{}
+	_ frameworkext.NodeHinter         = &Plugin{}
 	_ frameworkext.SchedulerAttacher  = &Plugin{}
 	_ frameworkext.APIServiceProvider = &Plugin{}
 	_ frameworkext.ControllerProvider = &Plugin{}

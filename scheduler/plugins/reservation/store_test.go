@@ -164,8 +164,8 @@ func (s *store) candidatesFor(pod *v1.Pod) map[string][]candidate {
 			out[n] = c
 		}
 	}
-	if len(out) > 0 != s.ownsAny(pod) {
-		panic(fmt.Sprintf("ownsAny(%s) = %v, but candidates on nodes are %v", pod.Name, s.ownsAny(pod), out))
+	if owns, _, _ := s.ownedHint(pod); len(out) > 0 != owns {
+		panic(fmt.Sprintf("ownedHint(%s) says it owns %v, but candidates on nodes are %v", pod.Name, owns, out))
 	}
 	return out
 }
@@ -310,5 +310,27 @@ func TestFailedRequeuesOnlyPending(t *testing.T) {
 	f.store.remove(r)
 	if _, ok := f.store.failed(r.UID, "x"); ok {
 		t.Error("a deleted reservation was requeued")
+	}
+}
+
+// An owner is hinted to the node of a reservation that holds it whole, or
+// to none: a reservation too small would only send it where the filters
+// see less room than elsewhere.
+func TestOwnedHintHoldsTheWholePod(t *testing.T) {
+	f := newFixture(t, node("n1", "8"), node("n2", "8"))
+	f.store.upsert(makeReservation("small", "1").Available("n1").Obj())
+	f.store.upsert(makeReservation("big", "3").Available("n2").Obj())
+
+	owns, req, hint := f.store.ownedHint(ownerPod("p", "2"))
+	if !owns || hint != "n2" || req.Cpu().MilliValue() != 2000 {
+		t.Errorf("ownedHint(2 CPU) = %v, %v, %q; want it owns, 2 CPU, hinted to n2 (big)", owns, req, hint)
+	}
+	if owns, _, hint := f.store.ownedHint(ownerPod("p", "4")); !owns || hint != "" {
+		t.Errorf("ownedHint(4 CPU) = %v, %q; want it owns, no hint (no reservation holds 4 CPU)", owns, hint)
+	}
+	stranger := ownerPod("s", "1")
+	stranger.Labels = nil
+	if owns, req, hint := f.store.ownedHint(stranger); owns || req != nil || hint != "" {
+		t.Errorf("ownedHint(non-owner) = %v, %v, %q; want nothing", owns, req, hint)
 	}
 }
