@@ -12,11 +12,16 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	_ "k8s.io/component-base/logs/json/register"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -180,10 +185,11 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 	tCtx.Logf("%d reservations Available", n)
 	// At the end of the workload, show that owners did use them: a
 	// throughput measured without reservations in play would prove nothing.
-	// Pods bound with the allocation annotation are what owners took; the
-	// Succeeded phase is the status controller's record of it, which may
-	// lag behind.
-	pods := tCtx.Client().CoreV1().Pods("owners")
+	// Owners bound with the allocation annotation are what owners took; an
+	// informer sees every owner pod, including those a steady-state
+	// workload deletes once bound. The Succeeded phase is the status
+	// controller's record of it, which may lag behind.
+	owners := watchOwners(tCtx)
 	tCtx.Cleanup(func() {
 		ctx := context.Background()
 		list, err := rs.List(ctx, metav1.ListOptions{})
@@ -197,23 +203,54 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 				succeeded++
 			}
 		}
-		owners, err := pods.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			tCtx.Logf("listing owner pods: %v", err)
-			return
-		}
-		allocated := 0
-		for _, p := range owners.Items {
-			if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
-				allocated++
-			}
-		}
-		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, len(owners.Items), succeeded, n)
-		if err := recordConsumed(tCtx.Name(), n, len(owners.Items), allocated, succeeded); err != nil {
+		seen, allocated := owners.counts()
+		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, seen, succeeded, n)
+		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded); err != nil {
 			tCtx.Logf("recording consumed reservations: %v", err)
 		}
 	})
 	return nil
+}
+
+// ownerWatch counts the owner pods (namespace "owners") a workload made, and
+// those bound with an allocation, from an informer: pods deleted after
+// binding count too.
+type ownerWatch struct {
+	mu        sync.Mutex
+	seen      sets.Set[types.UID]
+	allocated sets.Set[types.UID]
+}
+
+func watchOwners(tCtx ktesting.TContext) *ownerWatch {
+	w := &ownerWatch{seen: sets.New[types.UID](), allocated: sets.New[types.UID]()}
+	inf := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace("owners")).Core().V1().Pods().Informer()
+	observe := func(obj any) {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.seen.Insert(p.UID)
+		if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+			w.allocated.Insert(p.UID)
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go inf.Run(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	tCtx.Cleanup(cancel)
+	return w
+}
+
+func (w *ownerWatch) counts() (seen, allocated int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen.Len(), w.allocated.Len()
 }
 
 // recordConsumed appends, for hack/bench-scheduler.sh's report, how many

@@ -127,11 +127,19 @@ func writeDoc(w io.Writer, in docInput) {
 		rt, pv := ratio(with, without)
 		p("| %s | %s | %s | %s | **%s** | %s | %s |\n", k.Profile, k.Workload, without.cell(), with.cell(), rt, pv, usage(r.consumed[k]))
 	}
+	ownersIntro := false
 	for _, k := range r.order {
 		if k.Profile != "GantryOwners" {
 			continue
 		}
-		p("\nOwner pods only (%s, every owner has a reservation to land in): SLI p99 per repetition %s ms; ", k.Workload, joinFloats(r.sliP99[k]))
+		if !ownersIntro {
+			p("\nOwner pods only, every owner with a reservation to land in. A `_<N>Pods` workload creates its owners ")
+			p("at once, so they queue behind each other; an `_<N>InFlight` workload keeps N owners in the cluster ")
+			p("(scheduler_perf's steady state: each bound owner is deleted and another created), so the SLI p99 is ")
+			p("an owner's wait when the scheduler keeps up.\n")
+			ownersIntro = true
+		}
+		p("\n- %s: SLI p99 per repetition %s ms; ", k.Workload, joinFloats(r.sliP99[k]))
 		p("owners in reservations %s; %s pods/s.\n", usage(r.consumed[k]), newStat(throughput(r, k)).cell())
 	}
 
