@@ -191,7 +191,7 @@ func TestDebugScoresClamped(t *testing.T) {
 
 type hintPlugin struct{ name, node string }
 
-func (p hintPlugin) Name() string { return p.name }
+func (p hintPlugin) Name() string                                             { return p.name }
 func (p hintPlugin) HintNode(context.Context, fwk.CycleState, *v1.Pod) string { return p.node }
 
 // batchFramework stands in for upstream's framework: only its batching
