@@ -242,11 +242,14 @@ func shapeOf(profile string) string {
 // normalize writes throughput samples as benchstat input. Set "profiles":
 // every workload of a Gantry test case that has an upstream one, with the
 // profile as a name key (benchstat -col /profile puts upstream and Gantry
-// side by side). Set "reservations": every workload that has a counterpart
-// with reservations, with their number as a name key (-col /reservations).
+// side by side). Set "reservations": every pair of workloads, with and
+// without reservations, with their number as a name key (-col
+// /reservations); a workload with reservations and no counterpart without
+// (GantryOwners) has nothing to be compared with and is left out.
 func (r *results) normalize(w io.Writer, set string) error {
-	withReservations := map[key]bool{}
+	withReservations, measured := map[key]bool{}, map[key]bool{}
 	for _, k := range r.order {
+		measured[k] = true
 		if n, base := reservationsOf(k.Workload); n > 0 {
 			withReservations[key{k.Suite, k.Profile, base}] = true
 		}
@@ -269,7 +272,7 @@ func (r *results) normalize(w io.Writer, set string) error {
 			}
 			name = fmt.Sprintf("Benchmark%s/%s/profile=%s", tag, k.Workload, profile)
 		case "reservations":
-			if n == 0 && !withReservations[k] {
+			if (n == 0 && !withReservations[k]) || (n > 0 && !measured[key{k.Suite, k.Profile, base}]) {
 				continue
 			}
 			name = fmt.Sprintf("Benchmark%s/%s/reservations=%d", k.Profile, base, n)
