@@ -209,6 +209,13 @@ func (pl *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if cs == nil {
 		return nil
 	}
+	if cs.hint != "" {
+		result := "used"
+		if node != cs.hint {
+			result = "elsewhere"
+		}
+		ownerHints.WithLabelValues(result).Inc()
+	}
 	ch, ok := cs.chosen.get(node)
 	if !ok {
 		return nil // placed elsewhere than on its reservations

@@ -28,11 +28,17 @@ var (
 		Help:           "Owner pods bound into a reservation.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	ownerHints = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "owner_hints_total",
+		Help:           "Owner pods reserved on a node after the plugin hinted one of their reservations' nodes, by whether that node was the one (used) or failed the filters (elsewhere).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(reservationsByPhase, transitions, allocations)
+		legacyregistry.MustRegister(reservationsByPhase, transitions, allocations, ownerHints)
 	})
 }

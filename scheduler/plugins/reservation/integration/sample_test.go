@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
@@ -56,6 +57,7 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 		return len(list.Items) == owners+1, nil
 	})
 
+	usedBefore, elsewhereBefore := ownerHints(t, "used"), ownerHints(t, "elsewhere")
 	// One at a time, so that each owner's cycle starts its sample where the
 	// last one stopped, as in a busy scheduler.
 	for i := range owners {
@@ -77,6 +79,10 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 		if err := jsonUnmarshal(got.Annotations[schedv1alpha1.AnnotationAllocated], &alloc); err != nil || alloc.Name != fmt.Sprintf("r-%d", i) {
 			t.Errorf("%s is on its reservation's node but its allocation is %q (%v)", name, got.Annotations[schedv1alpha1.AnnotationAllocated], err)
 		}
+	}
+
+	if got := ownerHints(t, "used") - usedBefore; got < owners {
+		t.Errorf("gantry_reservation_owner_hints_total{result=used} rose by %v, want at least %d", got, owners)
 	}
 
 	// The last reservation's node is tainted after it was placed: its owner
@@ -109,6 +115,9 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 	if got.Spec.NodeName == nodeOf(owners) || got.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
 		t.Errorf("%s was bound to %s with allocation %q; want another node and no allocation", last, got.Spec.NodeName, got.Annotations[schedv1alpha1.AnnotationAllocated])
 	}
+	if got := ownerHints(t, "elsewhere") - elsewhereBefore; got < 1 {
+		t.Errorf("gantry_reservation_owner_hints_total{result=elsewhere} rose by %v, want at least 1", got)
+	}
 	r, err := rsv.Get(ctx, fmt.Sprintf("r-%d", owners), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -123,4 +132,27 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 	if len(list.Items) != owners+1 {
 		t.Errorf("%d pods in default, want %d: something was preempted", len(list.Items), owners+1)
 	}
+}
+
+// ownerHints reads gantry_reservation_owner_hints_total{result} from the
+// process's registry, where the scheduler under test registers it.
+func ownerHints(t *testing.T, result string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "gantry_reservation_owner_hints_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
