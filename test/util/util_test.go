@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -146,5 +148,31 @@ func TestMustFailsTheTest(t *testing.T) {
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default"}, Spec: v1.PodSpec{NodeName: "n"}}
 	if got := Must(t).WaitForPod(context.Background(), time.Second, fake.NewClientset(pod), "default", "p", "scheduled", PodScheduled); got.Spec.NodeName != "n" {
 		t.Errorf("Must(t).WaitForPod = %v", got)
+	}
+}
+
+func TestMetricValue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	hints := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hints_total"}, []string{"result"})
+	up := prometheus.NewGauge(prometheus.GaugeOpts{Name: "up"})
+	reg.MustRegister(hints, up)
+	up.Set(3)
+
+	if v, found, err := MetricValue(reg, "hints_total", map[string]string{"result": "used"}); err != nil || found || v != 0 {
+		t.Errorf("a vector that counted nothing: %v, %v, %v; want 0, not found", v, found, err)
+	}
+	hints.WithLabelValues("used").Add(2)
+	hints.WithLabelValues("elsewhere").Inc()
+	if v, found, err := MetricValue(reg, "hints_total", map[string]string{"result": "used"}); err != nil || !found || v != 2 {
+		t.Errorf("hints_total{result=used} = %v, %v, %v; want 2", v, found, err)
+	}
+	if _, _, err := MetricValue(reg, "hints_total", nil); err == nil {
+		t.Error("two series and no labels: want an error, not one of them")
+	}
+	if v, found, err := MetricValue(reg, "up", nil); err != nil || !found || v != 3 {
+		t.Errorf("up = %v, %v, %v; want 3", v, found, err)
+	}
+	if _, found, err := MetricValue(reg, "renamed", nil); err != nil || found {
+		t.Errorf("a missing metric: found %v, %v", found, err)
 	}
 }

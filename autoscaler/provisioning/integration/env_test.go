@@ -402,17 +402,14 @@ func (e *env) expectBookingHonoured(request, cpu string) {
 // gauge reads a gauge of the provisioner's (controller-runtime's) registry.
 func gauge(t *testing.T, name string) float64 {
 	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
+	v, found, err := util.MetricValue(ctrlmetrics.Registry, name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
+	if !found {
+		t.Fatalf("no gauge %s", name)
 	}
-	t.Fatalf("no gauge %s", name)
-	return 0
+	return v
 }
 
 // counterSum is the sum over a counter's series in the provisioner's

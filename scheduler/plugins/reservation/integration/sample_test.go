@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -65,12 +66,7 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 		if _, err := pods.Create(ctx, wrappers.MakePod(name, "default").Requests("cpu", "1").Obj(), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		var got *v1.Pod
-		util.Must(t).Poll(ctx, util.LongTimeout, name+" bound", func(ctx context.Context) (bool, error) {
-			p, err := pods.Get(ctx, name, metav1.GetOptions{})
-			got = p
-			return err == nil && p.Spec.NodeName != "", err
-		})
+		got := waitBound(t, pods, name)
 		if got.Spec.NodeName != nodeOf(i) {
 			t.Errorf("%s was bound to %s, not to its reservation's node %s", name, got.Spec.NodeName, nodeOf(i))
 			continue
@@ -106,12 +102,7 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 	if _, err := pods.Create(ctx, wrappers.MakePod(last, "default").Requests("cpu", "1").Obj(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var got *v1.Pod
-	util.Must(t).Poll(ctx, util.LongTimeout, last+" bound", func(ctx context.Context) (bool, error) {
-		p, err := pods.Get(ctx, last, metav1.GetOptions{})
-		got = p
-		return err == nil && p.Spec.NodeName != "", err
-	})
+	got := waitBound(t, pods, last)
 	if got.Spec.NodeName == nodeOf(owners) || got.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
 		t.Errorf("%s was bound to %s with allocation %q; want another node and no allocation", last, got.Spec.NodeName, got.Annotations[schedv1alpha1.AnnotationAllocated])
 	}
@@ -135,24 +126,25 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 }
 
 // ownerHints reads gantry_reservation_owner_hints_total{result} from the
-// process's registry, where the scheduler under test registers it.
+// process's registry, where the scheduler under test registers it; 0 before
+// the plugin has counted a hint of that result.
 func ownerHints(t *testing.T, result string) float64 {
 	t.Helper()
-	families, err := legacyregistry.DefaultGatherer.Gather()
+	v, _, err := util.MetricValue(legacyregistry.DefaultGatherer, "gantry_reservation_owner_hints_total", map[string]string{"result": result})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range families {
-		if f.GetName() != "gantry_reservation_owner_hints_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return v
+}
+
+// waitBound waits until pod name is bound, and returns it.
+func waitBound(t *testing.T, pods corev1client.PodInterface, name string) *v1.Pod {
+	t.Helper()
+	var got *v1.Pod
+	util.Must(t).Poll(context.Background(), util.LongTimeout, name+" bound", func(ctx context.Context) (bool, error) {
+		p, err := pods.Get(ctx, name, metav1.GetOptions{})
+		got = p
+		return err == nil && p.Spec.NodeName != "", err
+	})
+	return got
 }
