@@ -612,15 +612,23 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			expectSameResources(g, rs.Status.Allocated, podRequests(owner), "status.allocated")
 		}).Should(gomega.Succeed())
 
-		ginkgo.By("finding the owner's score table in the scheduler log")
+		ginkgo.By("checking the owner was placed by its reservation's hint, without scoring")
+		log, err := framework.ComponentLog(framework.SchedulerComponent)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(findScoreTable(log, f.Namespace+"/"+owner.Name)).To(gomega.BeNil(),
+			"the reservation holds the owner whole: the scheduler tries its node first and scores nothing")
+
+		ginkgo.By("placing an owner the reservation cannot hold whole (memory), which is scored, and finding its score table")
+		big := t.CreatePod(ctx, wrappers.MakePod("web-big", f.Namespace).Label("app", "web").Requests("cpu", "500m", "memory", "1Gi"))
+		big = t.WaitScheduled(ctx, util.LongTimeout, big.Name)
 		var table *scoreTable
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			log, err := framework.ComponentLog(framework.SchedulerComponent)
 			g.Expect(err).NotTo(gomega.HaveOccurred())
-			table = findScoreTable(log, f.Namespace+"/"+owner.Name)
-			g.Expect(table).NotTo(gomega.BeNil(), "no Score debug table for %s/%s", f.Namespace, owner.Name)
+			table = findScoreTable(log, f.Namespace+"/"+big.Name)
+			g.Expect(table).NotTo(gomega.BeNil(), "no Score debug table for %s/%s", f.Namespace, big.Name)
 		}).Should(gomega.Succeed())
-		ginkgo.GinkgoWriter.Printf("score table of %s: %v %v\n", owner.Name, table.Header, table.Rows)
+		ginkgo.GinkgoWriter.Printf("score table of %s: %v %v\n", big.Name, table.Header, table.Rows)
 		gomega.Expect(len(table.Header)).To(gomega.BeNumerically(">", 3))
 		gomega.Expect(table.Header[:3]).To(gomega.Equal([]string{"#", "Node", "Total"}))
 		gomega.Expect(table.Header).To(gomega.ContainElement("Reservation"))
@@ -629,17 +637,20 @@ var _ = framework.Describe("Reservation", ginkgo.Label(framework.LabelReservatio
 			gomega.Expect(row).To(gomega.HaveLen(len(table.Header)), "row %d", i)
 			gomega.Expect(row[0]).To(gomega.Equal(fmt.Sprint(i + 1)))
 		}
+		gomega.Expect(big.Spec.NodeName).To(gomega.Equal(node.Name))
 		gomega.Expect(table.column(0, "Node")).To(gomega.Equal(node.Name), "the reservation's node does not score first")
-		gomega.Expect(table.column(0, "Reservation")).To(gomega.Equal("1000"), "MaxNodeScore × weight 10 on the reservation's node")
+		gomega.Expect(table.column(0, "Reservation")).To(gomega.Equal("500"), "half of MaxNodeScore (the reservation holds part of the pod) × weight 10 on the reservation's node")
 		gomega.Expect(table.column(1, "Reservation")).To(gomega.Equal("0"))
 		gomega.Expect(table.column(2, "Reservation")).To(gomega.Equal("0"))
 
 		ginkgo.By("turning score debugging off (PUT /debug/flags/s 0)")
 		_, err = framework.SchedulerPut(ctx, "/debug/flags/s", "0")
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		quiet := t.CreatePod(ctx, wrappers.MakePod("web-2", f.Namespace).Label("app", "web").Requests("cpu", "500m"))
+		// A pod that owns nothing is scored: with debugging on it would have
+		// a table.
+		quiet := t.CreatePod(ctx, wrappers.MakePod("other", f.Namespace).Label("app", "other").Requests("cpu", "500m"))
 		t.WaitScheduled(ctx, util.LongTimeout, quiet.Name)
-		log, err := framework.ComponentLog(framework.SchedulerComponent)
+		log, err = framework.ComponentLog(framework.SchedulerComponent)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(findScoreTable(log, f.Namespace+"/"+quiet.Name)).To(gomega.BeNil(), "a score table was logged with debugging off")
 	})
