@@ -40,8 +40,8 @@ func readState(state fwk.CycleState) *cycleState {
 
 // PreFilter finds whether the pod owns a usable reservation (and one that
 // holds it whole, for HintNode), and the preempting reservations it must
-// leave room for. A pod with neither (most
-// pods) skips the plugin, and so its filter hook, for the rest of the cycle.
+// leave room for. A pod with neither (most pods) skips the plugin, and so
+// its filter hook and hint, for the rest of the cycle.
 func (pl *Plugin) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	skip := fwk.NewStatus(fwk.Skip)
 	if byNode := pl.store.nominatedFor(pod); byNode != nil {
