@@ -58,9 +58,10 @@ type ScoreTransformer interface {
 // and it is what a plugin needs when the node that suits a pod best may lie
 // outside the sample of nodes the scheduler filters in a large cluster
 // (percentageOfNodesToScore). The hint is asked for only when upstream's
-// batching has none and the pod has no nominated node, and only from
-// plugins whose PreFilter did not return Skip; the first non-empty answer,
-// in the order of the PreFilter list, is used. HintNode runs on the
+// batching has none, and only from plugins whose PreFilter did not return
+// Skip; the first non-empty answer, in the order of the PreFilter list, is
+// used, unless the pod has a nominated node, which the scheduler tries
+// instead. HintNode runs on the
 // scheduling path of every such pod: it must be cheap and bounded.
 // kube-scheduler asks for hints only while the OpportunisticBatching feature
 // gate is on (the default since 1.35).
