@@ -203,6 +203,16 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 				succeeded++
 			}
 		}
+		// The informer may trail the last bindings by a moment; the pods
+		// still there are read once more from the API.
+		left, err := tCtx.Client().CoreV1().Pods("owners").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			tCtx.Logf("listing owner pods: %v", err)
+			return
+		}
+		for i := range left.Items {
+			owners.observe(&left.Items[i])
+		}
 		seen, allocated := owners.counts()
 		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, seen, succeeded, n)
 		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded); err != nil {
@@ -225,15 +235,8 @@ func watchOwners(tCtx ktesting.TContext) *ownerWatch {
 	w := &ownerWatch{seen: sets.New[types.UID](), allocated: sets.New[types.UID]()}
 	inf := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace("owners")).Core().V1().Pods().Informer()
 	observe := func(obj any) {
-		p, ok := obj.(*v1.Pod)
-		if !ok {
-			return
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.seen.Insert(p.UID)
-		if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
-			w.allocated.Insert(p.UID)
+		if p, ok := obj.(*v1.Pod); ok {
+			w.observe(p)
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -245,6 +248,15 @@ func watchOwners(tCtx ktesting.TContext) *ownerWatch {
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
 	tCtx.Cleanup(cancel)
 	return w
+}
+
+func (w *ownerWatch) observe(p *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen.Insert(p.UID)
+	if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+		w.allocated.Insert(p.UID)
+	}
 }
 
 func (w *ownerWatch) counts() (seen, allocated int) {
