@@ -6,14 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,11 +214,13 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 			return
 		}
 		for i := range left.Items {
-			owners.observe(&left.Items[i])
+			owners.observe(&left.Items[i], false)
 		}
 		seen, allocated := owners.counts()
 		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, seen, succeeded, n)
-		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded); err != nil {
+		latency, timed := owners.latency()
+		tCtx.Logf("owner latency (created to bound, as a watch sees it) over %d owners: %v ms", timed, latency)
+		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded, latency); err != nil {
 			tCtx.Logf("recording consumed reservations: %v", err)
 		}
 	})
@@ -224,19 +229,24 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 
 // ownerWatch counts the owner pods (namespace "owners") a workload made, and
 // those bound with an allocation, from an informer: pods deleted after
-// binding count too.
+// binding count too. It also times each owner it saw unbound, from the
+// event that showed it created to the one that showed it bound: an
+// owner's latency as a client watching pods sees it, exact where the
+// scheduler's SLI histogram has only power-of-two buckets.
 type ownerWatch struct {
 	mu        sync.Mutex
 	seen      sets.Set[types.UID]
 	allocated sets.Set[types.UID]
+	created   map[types.UID]time.Time
+	latencies []time.Duration
 }
 
 func watchOwners(tCtx ktesting.TContext) *ownerWatch {
-	w := &ownerWatch{seen: sets.New[types.UID](), allocated: sets.New[types.UID]()}
+	w := &ownerWatch{seen: sets.New[types.UID](), allocated: sets.New[types.UID](), created: map[types.UID]time.Time{}}
 	inf := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace("owners")).Core().V1().Pods().Informer()
 	observe := func(obj any) {
 		if p, ok := obj.(*v1.Pod); ok {
-			w.observe(p)
+			w.observe(p, true)
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -250,13 +260,49 @@ func watchOwners(tCtx ktesting.TContext) *ownerWatch {
 	return w
 }
 
-func (w *ownerWatch) observe(p *v1.Pod) {
+// observe records an owner pod; timed is false for a pod read from a list,
+// whose state may be older than now.
+func (w *ownerWatch) observe(p *v1.Pod, timed bool) {
+	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen.Insert(p.UID)
-	if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+	if !timed {
+		if p.Spec.NodeName != "" && p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+			w.allocated.Insert(p.UID)
+		}
+		return
+	}
+	if p.Spec.NodeName == "" {
+		if _, ok := w.created[p.UID]; !ok {
+			w.created[p.UID] = now
+		}
+		return
+	}
+	if p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
 		w.allocated.Insert(p.UID)
 	}
+	if t, ok := w.created[p.UID]; ok {
+		w.latencies = append(w.latencies, now.Sub(t))
+		delete(w.created, p.UID)
+	}
+}
+
+// latency returns the p50, p90 and p99 and the highest of the owners'
+// latencies (nearest rank), in milliseconds, and how many were timed.
+func (w *ownerWatch) latency() (pct map[string]float64, n int) {
+	w.mu.Lock()
+	ls := slices.Clone(w.latencies)
+	w.mu.Unlock()
+	if len(ls) == 0 {
+		return nil, 0
+	}
+	slices.Sort(ls)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(ls)))) - 1
+		return float64(ls[max(i, 0)].Microseconds()) / 1000
+	}
+	return map[string]float64{"p50": at(0.50), "p90": at(0.90), "p99": at(0.99), "max": at(1)}, len(ls)
 }
 
 func (w *ownerWatch) counts() (seen, allocated int) {
@@ -269,13 +315,13 @@ func (w *ownerWatch) counts() (seen, allocated int) {
 // owner pods a workload had, how many were bound into a reservation, and
 // how many reservations were Succeeded at its end, to
 // $ARTIFACTS/reservations.jsonl.
-func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int) error {
+func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int, latency map[string]float64) error {
 	dir := os.Getenv("ARTIFACTS")
 	if dir == "" {
 		return nil
 	}
 	line, err := json.Marshal(map[string]any{"benchmark": benchmark, "reservations": reservations,
-		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded})
+		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded, "ownerLatencyMs": latency})
 	if err != nil {
 		return err
 	}
