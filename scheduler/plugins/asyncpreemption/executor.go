@@ -61,7 +61,8 @@ type executor struct {
 	backoffUntil map[types.UID]time.Time
 	wg           sync.WaitGroup
 	// inCache reports whether the scheduler's cache still holds a victim
-	// that is not terminating (set by AttachScheduler; nil: not known).
+	// that is worth waiting for (aboutToLeave; set by AttachScheduler;
+	// nil: not known).
 	inCache func(*v1.Pod) bool
 	// reservations fails reservations chosen as victims; nil without
 	// Gantry's extended handle (then no reservation is ever a victim
@@ -154,11 +155,13 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 const leaveWait = 5 * time.Second
 
 // awaitLeaving waits, up to leaveWait, until no victim stands in the
-// scheduler's cache any more, or each is terminating (then it may take its
-// grace period; PostFilter's pendingVictims check and the deletion event
-// take over). Re-activated earlier, the preemptor would fail a cycle on
-// the room its victims still hold, and the queue would then back it off
-// for seconds; re-activated now it fits at once.
+// scheduler's cache any more, except those terminating with a grace period
+// or finalizers, which may stay for long (PostFilter's pendingVictims check
+// and their deletion events take over; see aboutToLeave). A victim deleted
+// with no grace period is waited for: its deletion timestamp reaches the
+// cache a moment before its removal does. Re-activated earlier, the
+// preemptor would fail a whole cycle on the room its victims still hold;
+// re-activated now it fits at once.
 func (e *executor) awaitLeaving(victims []*v1.Pod) {
 	if e.inCache == nil || len(victims) == 0 {
 		return

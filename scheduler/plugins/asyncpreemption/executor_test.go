@@ -24,6 +24,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -294,6 +295,33 @@ func TestPreemptorGatedUntilVictimsLeaveTheCache(t *testing.T) {
 	e.exec.wait()
 	if activated, _ := e.h.snapshot(); len(activated) != 1 || e.exec.running("uid-high") {
 		t.Errorf("after the victim left: activated %v, gated %v", activated, e.exec.running("uid-high"))
+	}
+}
+
+// A victim deleted with no grace period is waited for: kube-apiserver
+// writes its deletion timestamp and removes it a moment later. One with a
+// grace period or a finalizer may stay for long, and is not.
+func TestAboutToLeave(t *testing.T) {
+	now := metav1.Now()
+	terminating := func(grace *int64, finalizers ...string) *v1.Pod {
+		p := victim("v", 1)
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds, p.Finalizers = &now, grace, finalizers
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want bool
+	}{
+		{"running", victim("v", 1), true},
+		{"deleted with no grace period", terminating(ptr.To[int64](0)), true},
+		{"deletion timestamp without a grace period recorded", terminating(nil), true},
+		{"deleted with a grace period", terminating(ptr.To[int64](30)), false},
+		{"held by a finalizer", terminating(ptr.To[int64](0), "example.com/hold"), false},
+	} {
+		if got := aboutToLeave(tc.pod); got != tc.want {
+			t.Errorf("%s: aboutToLeave = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/utils/ptr"
 
 	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
@@ -86,9 +87,25 @@ func (pl *Plugin) AttachScheduler(sched *scheduler.Scheduler) error {
 	c := sched.Cache
 	pl.exec.inCache = func(p *v1.Pod) bool {
 		cached, err := c.GetPod(p)
-		return err == nil && cached.DeletionTimestamp == nil
+		return err == nil && aboutToLeave(cached)
 	}
 	return nil
+}
+
+// aboutToLeave reports whether a victim the cache still holds is worth
+// waiting for: it is not terminating yet, or it was deleted with no grace
+// period and nothing holds it, so kube-apiserver, having written its
+// deletion timestamp, removes it a moment later. Re-activated before that
+// removal, the preemptor would fail a whole cycle on the room the victim
+// still holds, and PostFilter would then refuse to preempt again for a
+// terminating pod on the nominated node. A victim with a grace period or
+// finalizers may stay for long: the preemptor is let go, and the victim's
+// deletion event requeues it.
+func aboutToLeave(p *v1.Pod) bool {
+	if p.DeletionTimestamp == nil {
+		return true
+	}
+	return ptr.Deref(p.DeletionGracePeriodSeconds, 0) == 0 && len(p.Finalizers) == 0
 }
 
 // PostFilter chooses a node and victims as upstream does, nominates the
