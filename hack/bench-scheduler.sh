@@ -16,6 +16,9 @@
 #           in _output/bench-preemption-qps/bench.txt if it is there
 #   PROFILE=1  CPU and allocation profiles of every workload's measured part
 #           into the output directory (see profileRest in scheduler/bench)
+#   COUNTERS=1 the scheduler's attempt, preemption and queue counters and the
+#           FailedScheduling messages of every workload, into counters.jsonl
+#           in the output directory (see watchCounters in scheduler/bench)
 #
 # Raw output, data items and benchstat input stay in _output/bench-scheduler/.
 set -euo pipefail
@@ -33,6 +36,9 @@ mkdir -p "${out}"
 export PATH="${GANTRY_ROOT}/_output/bin:${PATH}" ARTIFACTS="${out}"
 if [[ -n "${PROFILE:-}" ]]; then
   export GANTRY_BENCH_PROFILE_DIR="${out}"
+fi
+if [[ -n "${COUNTERS:-}" ]]; then
+  export GANTRY_BENCH_COUNTERS=1
 fi
 bench="${BENCH:-BenchmarkPerfScheduling}"
 labels="${LABELS:-gantry}"

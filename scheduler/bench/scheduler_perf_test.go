@@ -75,6 +75,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return err
 		}),
 		perf.WithNodeUpdateFn(func(tCtx ktesting.TContext, sched *scheduler.Scheduler, w *perf.Workload, _ *v1.NodeList) error {
+			watchCounters(tCtx, tCtx.Name())
 			if err := attach(tCtx, current, sched, w.Name); err != nil {
 				return err
 			}
@@ -325,7 +326,12 @@ func recordConsumed(benchmark string, reservations, owners, allocated, succeeded
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "reservations.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	return appendLine(filepath.Join(dir, "reservations.jsonl"), line)
+}
+
+// appendLine appends line and a newline to the file at path.
+func appendLine(path string, line []byte) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}

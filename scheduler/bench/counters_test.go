@@ -1,0 +1,156 @@
+//go:build scheduler_perf
+
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/kubernetes/test/utils/ktesting"
+)
+
+// countedFamilies are the scheduler's counters that say how a workload's
+// pods went through the queue: attempts by result, preemptions (upstream's
+// DefaultPreemption and Gantry's AsyncPreemption count their own), and why
+// pods entered each queue.
+var countedFamilies = []string{
+	"scheduler_schedule_attempts_total",
+	"scheduler_preemption_attempts_total",
+	"scheduler_preemption_victims",
+	"gantry_preemption_attempts_total",
+	"gantry_preemption_victims_total",
+	"scheduler_queue_incoming_pods_total",
+}
+
+// counterSample is how often the counters are read. The harness resets the
+// registry when a workload ends, before any cleanup runs, so the highest
+// value read is kept; increments in the last sample period are missed.
+const counterSample = 200 * time.Millisecond
+
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// watchCounters, when $GANTRY_BENCH_COUNTERS is set, records for the
+// workload benchmark the scheduler counters above and the FailedScheduling
+// events' messages (numbers replaced by N), and how many pods failed how
+// often, to $ARTIFACTS/counters.jsonl: where the time of a scheduler went
+// (how many whole cycles ended unschedulable, and why), which CPU profiles
+// cannot tell apart.
+func watchCounters(tCtx ktesting.TContext, benchmark string) {
+	if os.Getenv("GANTRY_BENCH_COUNTERS") == "" {
+		return
+	}
+	var mu sync.Mutex
+	seen := map[string]float64{}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(counterSample)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			sample, err := readCounters()
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			for k, v := range sample {
+				seen[k] = max(seen[k], v)
+			}
+			mu.Unlock()
+		}
+	}()
+	tCtx.Cleanup(func() {
+		stop()
+		<-done
+		failures, perPod, err := failedScheduling(tCtx)
+		if err != nil {
+			tCtx.Logf("reading FailedScheduling events: %v", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		tCtx.Logf("scheduler counters: %v; FailedScheduling: %v; pods by failures: %v", seen, failures, perPod)
+		dir := os.Getenv("ARTIFACTS")
+		if dir == "" {
+			return
+		}
+		line, err := json.Marshal(map[string]any{"benchmark": benchmark, "counters": seen,
+			"failedScheduling": failures, "podsByFailures": perPod})
+		if err == nil {
+			err = appendLine(filepath.Join(dir, "counters.jsonl"), line)
+		}
+		if err != nil {
+			tCtx.Logf("recording the counters: %v", err)
+		}
+	})
+}
+
+// readCounters reads the counted families' series once; a histogram counts
+// its samples.
+func readCounters() (map[string]float64, error) {
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		name := f.GetName()
+		found := false
+		for _, c := range countedFamilies {
+			found = found || name == c
+		}
+		if !found {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetCounter().GetValue()
+			if h := m.GetHistogram(); h != nil {
+				v = float64(h.GetSampleCount())
+			}
+			out[name+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	return out, nil
+}
+
+// failedScheduling counts the FailedScheduling events by message, and the
+// pods by how many times they failed (an aggregated event counts its series).
+func failedScheduling(tCtx ktesting.TContext) (map[string]int, map[int]int, error) {
+	evs, err := tCtx.Client().EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	byMessage, byPod := map[string]int{}, map[string]int{}
+	for _, e := range evs.Items {
+		if e.Reason != "FailedScheduling" {
+			continue
+		}
+		n := max(int(e.DeprecatedCount), 1)
+		if e.Series != nil {
+			n = int(e.Series.Count)
+		}
+		byMessage[digits.ReplaceAllString(e.Note, "N")] += n
+		byPod[e.Regarding.Namespace+"/"+e.Regarding.Name] += n
+	}
+	perPod := map[int]int{}
+	for _, n := range byPod {
+		perPod[n]++
+	}
+	return byMessage, perPod, nil
+}
