@@ -221,7 +221,7 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, seen, succeeded, n)
 		latency, timed := owners.latency()
 		tCtx.Logf("owner latency (created to bound, as a watch sees it) over %d owners: %v ms", timed, latency)
-		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded, latency); err != nil {
+		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded, latency, timed); err != nil {
 			tCtx.Logf("recording consumed reservations: %v", err)
 		}
 	})
@@ -313,16 +313,17 @@ func (w *ownerWatch) counts() (seen, allocated int) {
 }
 
 // recordConsumed appends, for hack/bench-scheduler.sh's report, how many
-// owner pods a workload had, how many were bound into a reservation, and
-// how many reservations were Succeeded at its end, to
-// $ARTIFACTS/reservations.jsonl.
-func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int, latency map[string]float64) error {
+// owner pods a workload had, how many were bound into a reservation, how
+// many reservations were Succeeded at its end, and the owners' latency
+// (over the timed owners), to $ARTIFACTS/reservations.jsonl.
+func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int, latency map[string]float64, timed int) error {
 	dir := os.Getenv("ARTIFACTS")
 	if dir == "" {
 		return nil
 	}
 	line, err := json.Marshal(map[string]any{"benchmark": benchmark, "reservations": reservations,
-		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded, "ownerLatencyMs": latency})
+		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded,
+		"ownerLatencyMs": latency, "ownersTimed": timed})
 	if err != nil {
 		return err
 	}

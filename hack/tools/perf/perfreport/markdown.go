@@ -141,8 +141,8 @@ func writeDoc(w io.Writer, in docInput) {
 			p("at once, so they queue behind each other; an `_<N>InFlight` workload keeps N owners in the cluster ")
 			p("(scheduler_perf's steady state: once all N are bound they are deleted and N more created), so its ")
 			p("owner latency is an owner's wait when the scheduler keeps up. Owner latency is timed by the benchmark's ")
-			p("own pod watch, from the event that shows an owner created to the one that shows it bound, for every ")
-			p("measured owner (p50 / p90 / p99 / max, ms, per repetition). The SLI histogram is no substitute here: its ")
+			p("own pod watch, from the event that shows an owner created to the one that shows it bound, for each ")
+			p("owner it saw created unbound (p50 / p90 / p99 / max, ms, per repetition). The SLI histogram is no substitute here: its ")
 			p("buckets double (640 ms, 1280 ms), and it also holds the 1000 init pods queued at once.\n")
 			ownersIntro = true
 		}
@@ -209,12 +209,13 @@ func latencies(cs []consumption) string {
 		if len(l) == 0 {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%.0f / %.0f / %.0f / %.0f", l["p50"], l["p90"], l["p99"], l["max"]))
+		parts = append(parts, fmt.Sprintf("%.0f / %.0f / %.0f / %.0f (%d of %d owners timed)",
+			l["p50"], l["p90"], l["p99"], l["max"], c.OwnersTimed, c.OwnerPods))
 	}
 	if len(parts) == 0 {
 		return "not recorded"
 	}
-	return strings.Join(parts, "; ") + " ms"
+	return strings.Join(parts, "; ")
 }
 
 func apiCalls(r *results, k key) string {

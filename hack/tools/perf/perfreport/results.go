@@ -42,6 +42,7 @@ type consumption struct {
 	// Owner latency, created to bound as a pod watch sees it, in ms:
 	// p50, p90, p99 and max over the owners the watch saw created.
 	OwnerLatencyMs map[string]float64 `json:"ownerLatencyMs"`
+	OwnersTimed    int                `json:"ownersTimed"`
 }
 
 func newResults() *results {
