@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -107,11 +108,7 @@ func readCounters() (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, f := range fams {
 		name := f.GetName()
-		found := false
-		for _, c := range countedFamilies {
-			found = found || name == c
-		}
-		if !found {
+		if !slices.Contains(countedFamilies, name) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
