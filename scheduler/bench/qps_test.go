@@ -3,14 +3,17 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -173,6 +176,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 	for i := range preemptors {
 		high = append(high, benchPod(fmt.Sprintf("high-%d", i), "high"))
 	}
+	before := e.Faults.Counts()
 	b.StartTimer()
 	start := time.Now()
 	faultEnd := start
@@ -205,6 +209,9 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 	b.ReportMetric(per(http.MethodDelete, "/pods/low-"), "victim-deletes/pod")
 	b.ReportMetric(per(http.MethodPatch, "/pods/"), "pod-patches/pod")
 	b.ReportMetric(per(http.MethodPost, "/binding"), "binds/pod")
+	total, byResource := callsSince(before, e.Faults.Counts())
+	b.ReportMetric(float64(total)/float64(preemptors), "api-calls/pod")
+	b.Logf("API calls while measured, per preemptor: %s", perPod(byResource, preemptors))
 	if fault > 0 {
 		reportFaultLatency(b, e, preemptors, start, faultEnd)
 	}
@@ -281,5 +288,77 @@ func createAll(b *testing.B, e *schedtest.Env, pods []*v1.Pod) {
 	case err := <-errs:
 		b.Fatal(err)
 	default:
+	}
+}
+
+// callsSince is how many requests the proxy saw between two of its counts,
+// in all and by method and resource ("PATCH pods/status").
+func callsSince(before, after map[string]int) (int, map[string]int) {
+	total, by := 0, map[string]int{}
+	for k, n := range after {
+		if d := n - before[k]; d > 0 {
+			method, path, _ := strings.Cut(k, " ")
+			by[method+" "+resourceOf(path)] += d
+			total += d
+		}
+	}
+	return total, by
+}
+
+// resourceOf is the resource, with its subresource, that a request path
+// names: "pods/binding" for /api/v1/namespaces/default/pods/p/binding.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return path
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	switch len(parts) {
+	case 0:
+		return path
+	case 1, 2:
+		return parts[0]
+	default:
+		return parts[0] + "/" + parts[2]
+	}
+}
+
+// perPod lists counts divided by n, the most frequent first.
+func perPod(counts map[string]int, n int) string {
+	keys := slices.Collect(maps.Keys(counts))
+	slices.SortFunc(keys, func(a, b string) int {
+		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.3g", k, float64(counts[k])/float64(n)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestResourceOf(t *testing.T) {
+	for path, want := range map[string]string{
+		"/api/v1/namespaces/default/pods/high-1/binding": "pods/binding",
+		"/api/v1/namespaces/default/pods/high-1/status":  "pods/status",
+		"/api/v1/namespaces/default/pods/low-1-2":        "pods",
+		"/api/v1/pods":               "pods",
+		"/api/v1/namespaces/default": "namespaces",
+		"/apis/events.k8s.io/v1/namespaces/default/events":           "events",
+		"/apis/scheduling.gantry.dev/v1alpha1/reservations/r/status": "reservations/status",
+		"/healthz": "/healthz",
+	} {
+		if got := resourceOf(path); got != want {
+			t.Errorf("resourceOf(%q) = %q, want %q", path, got, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ package schedtest
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -293,6 +294,13 @@ func (f *Faults) First(method, path string) (time.Time, bool) {
 	defer f.mu.Unlock()
 	t, ok := f.first[method+" "+path]
 	return t, ok
+}
+
+// Counts is how many requests the proxy has seen so far, by "method path".
+func (f *Faults) Counts() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.counts)
 }
 
 // CountMatching is how many requests of method whose path contains part
