@@ -94,7 +94,7 @@ bench-e2e: build
 ## bench-scheduler: upstream's scheduler_perf harness, upstream's default profile vs Gantry's, with and
 ## without reservations, COUNT repetitions in one run; prints pods/s, spreads and ratios (benchstat)
 ## (BENCH=<-bench regexp> to select workloads, LABELS=gantry-short for quick ones, PROFILE=1 for pprof,
-## COUNTERS=1 for attempt and preemption counts).
+## COUNTERS=1 for attempt, preemption and API request counts).
 bench-scheduler: build
 	COUNT=$(COUNT) hack/bench-scheduler.sh
 

@@ -16,8 +16,9 @@
 #           in _output/bench-preemption-qps/bench.txt if it is there
 #   PROFILE=1  CPU and allocation profiles of every workload's measured part
 #           into the output directory (see profileRest in scheduler/bench)
-#   COUNTERS=1 the scheduler's attempt, preemption and queue counters and the
-#           FailedScheduling messages of every workload, into counters.jsonl
+#   COUNTERS=1 the scheduler's attempt, preemption and queue counters,
+#           kube-apiserver's request counts and the FailedScheduling
+#           messages of every workload's measured part, into counters.jsonl
 #           in the output directory (see watchCounters in scheduler/bench)
 #
 # Raw output, data items and benchstat input stay in _output/bench-scheduler/.

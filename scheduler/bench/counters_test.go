@@ -21,8 +21,11 @@ import (
 // countedFamilies are the scheduler's counters that say how a workload's
 // pods went through the queue: attempts by result, preemptions (upstream's
 // DefaultPreemption and Gantry's AsyncPreemption count their own), and why
-// pods entered each queue.
+// pods entered each queue; and kube-apiserver's requests by resource, verb
+// and code (the process holds both), which show what a workload's API
+// writes were and whether any of them conflicted.
 var countedFamilies = []string{
+	"apiserver_request_total",
 	"scheduler_schedule_attempts_total",
 	"scheduler_preemption_attempts_total",
 	"scheduler_preemption_victims",
@@ -43,9 +46,16 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // events' messages (numbers replaced by N), and how many pods failed how
 // often, to $ARTIFACTS/counters.jsonl: where the time of a scheduler went
 // (how many whole cycles ended unschedulable, and why), which CPU profiles
-// cannot tell apart.
+// cannot tell apart. It counts from the moment it is called: what the
+// counters held then (the workload's nodes and reservations being made)
+// is subtracted.
 func watchCounters(tCtx ktesting.TContext, benchmark string) {
 	if os.Getenv("GANTRY_BENCH_COUNTERS") == "" {
+		return
+	}
+	base, err := readCounters()
+	if err != nil {
+		tCtx.Logf("reading the counters: %v", err)
 		return
 	}
 	var mu sync.Mutex
@@ -82,6 +92,11 @@ func watchCounters(tCtx ktesting.TContext, benchmark string) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		for k, v := range seen {
+			if seen[k] = v - base[k]; seen[k] == 0 {
+				delete(seen, k)
+			}
+		}
 		tCtx.Logf("scheduler counters: %v; FailedScheduling: %v; pods by failures: %v", seen, failures, perPod)
 		dir := os.Getenv("ARTIFACTS")
 		if dir == "" {

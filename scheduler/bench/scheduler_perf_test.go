@@ -75,10 +75,10 @@ func BenchmarkPerfScheduling(b *testing.B) {
 			return err
 		}),
 		perf.WithNodeUpdateFn(func(tCtx ktesting.TContext, sched *scheduler.Scheduler, w *perf.Workload, _ *v1.NodeList) error {
-			watchCounters(tCtx, tCtx.Name())
 			if err := attach(tCtx, current, sched, w.Name); err != nil {
 				return err
 			}
+			watchCounters(tCtx, tCtx.Name())
 			return profileRest(tCtx, tCtx.Name())
 		}),
 	)
