@@ -177,6 +177,10 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 		high = append(high, benchPod(fmt.Sprintf("high-%d", i), "high"))
 	}
 	before := e.Faults.Counts()
+	countersBefore, err := readCounters()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.StartTimer()
 	start := time.Now()
 	faultEnd := start
@@ -212,6 +216,19 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 	total, byResource := callsSince(before, e.Faults.Counts())
 	b.ReportMetric(float64(total)/float64(preemptors), "api-calls/pod")
 	b.Logf("API calls while measured, per preemptor: %s", perPod(byResource, preemptors))
+	countersAfter, err := readCounters()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Attempts that ended unschedulable: one per preemptor when each
+	// preempts at its first attempt and is scheduled at its next.
+	unschedulable := 0.0
+	for k, v := range countersAfter {
+		if strings.HasPrefix(k, "scheduler_schedule_attempts_total{") && strings.Contains(k, "result=unschedulable") {
+			unschedulable += v - countersBefore[k]
+		}
+	}
+	b.ReportMetric(unschedulable/float64(preemptors), "unschedulable-attempts/pod")
 	if fault > 0 {
 		reportFaultLatency(b, e, preemptors, start, faultEnd)
 	}
