@@ -46,9 +46,9 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // events' messages (numbers replaced by N), and how many pods failed how
 // often, to $ARTIFACTS/counters.jsonl: where the time of a scheduler went
 // (how many whole cycles ended unschedulable, and why), which CPU profiles
-// cannot tell apart. It counts from the moment it is called: what the
-// counters held then (the workload's nodes and reservations being made)
-// is subtracted.
+// cannot tell apart. The counters count from the moment it is called: what
+// they held then (the workload's nodes and reservations being made) is
+// subtracted. The FailedScheduling events are the whole workload's.
 func watchCounters(tCtx ktesting.TContext, benchmark string) {
 	if os.Getenv("GANTRY_BENCH_COUNTERS") == "" {
 		return
