@@ -302,18 +302,3 @@ func (f *Faults) Counts() map[string]int {
 	defer f.mu.Unlock()
 	return maps.Clone(f.counts)
 }
-
-// CountMatching is how many requests of method whose path contains part
-// the proxy saw.
-func (f *Faults) CountMatching(method, part string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for k, c := range f.counts {
-		m, path, _ := strings.Cut(k, " ")
-		if m == method && strings.Contains(path, part) {
-			n += c
-		}
-	}
-	return n
-}
