@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +29,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -34,6 +37,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -62,7 +66,7 @@ const (
 var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.LabelMetadataPolicy, "webhook", framework.LabelSecurity), ginkgo.Serial, func() {
 	f := framework.NewFramework("webhook-replicas")
 
-	ginkgo.It("serves 500 pod creates through both replicas without a failure", func(ctx ginkgo.SpecContext) {
+	ginkgo.It("serves 500 pod creates without a failure, and each replica answers a review checked against the shared CA", func(ctx ginkgo.SpecContext) {
 		tc := framework.TestContext
 		metrics := metricsClient(ctx)
 		ensureMetricsReaderRole(ctx)
@@ -112,8 +116,24 @@ var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.L
 
 		gomega.Expect(failures.Load()).To(gomega.BeZero(), "failed pod creates, the first ones: %v", errors.Join(errs...))
 		gomega.Expect(unannotated.Load()).To(gomega.BeZero(), "pods created without the webhook's QoS annotation")
+		var reviewed float64
 		for i := range after {
-			gomega.Expect(after[i]-before[i]).To(gomega.BeNumerically(">", 0), "%s reviewed no request: the spec did not exercise both replicas", replicas[i].name)
+			reviewed += after[i] - before[i]
+		}
+		gomega.Expect(reviewed).To(gomega.BeNumerically(">=", loadPods), "the replicas together reviewed fewer requests than there were pod creates")
+
+		// How kube-apiserver spreads the creates over the replicas is its
+		// connection reuse and the Service's choice per connection, not
+		// Gantry's: one connection may carry all of them. So each replica
+		// is sent a review directly, over TLS checked against the CA
+		// kube-apiserver trusts, and must answer it as the Service would.
+		ginkgo.By("reviewing a pod create at each replica directly")
+		for i, r := range replicas {
+			gomega.Expect(r.reviewPodCreate(ctx, metrics, f.Namespace, fmt.Sprintf("direct-%d", i))).To(gomega.Succeed())
+		}
+		direct := served(ctx, gomega.Default, metrics, reader)
+		for i := range direct {
+			gomega.Expect(direct[i]-after[i]).To(gomega.BeNumerically(">", 0), "%s did not count the review sent to it", replicas[i].name)
 		}
 	})
 
@@ -285,6 +305,93 @@ func served(ctx context.Context, g gomega.Gomega, client *http.Client, token str
 		out[i] = m.Value("gantry_admission_duration_seconds_count", "deployment", admissionmetrics.Webhook, "plugin", metadatapolicy.PluginName)
 	}
 	return out
+}
+
+// reviewPodCreate sends the replica's /mutate the AdmissionReview of a pod
+// create, as kube-apiserver would, over client (which trusts the
+// replicas' CA and checks the name their certificate is for), and fails
+// unless the replica allows it and adds the QoS annotation.
+func (r *replica) reviewPodCreate(ctx context.Context, client *http.Client, namespace, name string) error {
+	raw, err := json.Marshal(wrappers.MakePod(name, namespace).Obj())
+	if err != nil {
+		return err
+	}
+	uid := types.UID(fmt.Sprintf("e2e-direct-%s-%d", name, time.Now().UnixNano()))
+	pods := metav1.GroupVersionResource{Version: "v1", Resource: "pods"}
+	podKind := metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: uid, Kind: podKind, Resource: pods, RequestKind: &podKind, RequestResource: &pods,
+			Name: name, Namespace: namespace, Operation: admissionv1.Create,
+			UserInfo: authenticationv1.UserInfo{Username: "gantry-e2e"},
+			Object:   runtime.RawExtension{Raw: raw},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+webhook.HostPort("127.0.0.1", r.port)+webhook.MutatePath, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: POST %s: %s: %s", r.name, webhook.MutatePath, resp.Status, out)
+	}
+	var review admissionv1.AdmissionReview
+	if err := json.Unmarshal(out, &review); err != nil {
+		return fmt.Errorf("%s: decoding the AdmissionReview: %w", r.name, err)
+	}
+	switch rr := review.Response; {
+	case rr == nil:
+		return fmt.Errorf("%s: no response in %s", r.name, out)
+	case rr.UID != uid:
+		return fmt.Errorf("%s: the response is for request %q, not %q", r.name, rr.UID, uid)
+	case !rr.Allowed:
+		return fmt.Errorf("%s: denied the pod create: %v", r.name, rr.Result)
+	case !patchAddsAnnotation(rr.Patch, qos.Annotation):
+		return fmt.Errorf("%s: no %s annotation in the patch %s", r.name, qos.Annotation, rr.Patch)
+	}
+	return nil
+}
+
+// patchAddsAnnotation reports whether a JSON patch adds or replaces the
+// annotation key, either as the whole annotations map or as one entry.
+func patchAddsAnnotation(patch []byte, key string) bool {
+	var ops []struct {
+		Op    string          `json:"op"`
+		Path  string          `json:"path"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(patch, &ops) != nil {
+		return false
+	}
+	entry := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(key)
+	for _, op := range ops {
+		if op.Op != "add" && op.Op != "replace" {
+			continue
+		}
+		if op.Path == entry {
+			return true
+		}
+		var m map[string]string
+		if op.Path == "/metadata/annotations" && json.Unmarshal(op.Value, &m) == nil {
+			if _, ok := m[key]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // wipeCABundles removes the CA bundle of every webhook of both
