@@ -14,7 +14,8 @@
 //     client (and so its rate limiter), never the same victim twice;
 //   - on a failure stops, clears the nomination in memory and in
 //     status.nominatedNodeName, and re-activates the preemptor after a
-//     backoff;
+//     backoff counted from when the preemption began (as a pod's backoff
+//     counts from its attempt), and not before its nomination is cleared;
 //   - records metrics with the real result and duration of each run.
 //
 // Reservations are victims and preemptors too. The plugin knows their pods

@@ -146,7 +146,7 @@ func (e *executor) start(preemptor *v1.Pod, node string, candidates []*v1.Pod) {
 		// Labels are taken now, from the real outcome.
 		goroutineDuration.WithLabelValues(result).Observe(took.Seconds())
 		goroutineTotal.WithLabelValues(result).Inc()
-		e.finish(logger, preemptor, node, todo, err)
+		e.finish(logger, preemptor, node, todo, began, err)
 	}()
 }
 
@@ -247,10 +247,14 @@ func (e *executor) preemptOne(ctx context.Context, logger klog.Logger, preemptor
 	return nil
 }
 
-// finish ends a preemption: the victims are released, and the preemptor is
-// let through PreEnqueue and re-activated, at once after success, after a
-// backoff after a failure, which also clears its nomination.
-func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, todo []*v1.Pod, err error) {
+// finish ends a preemption that began at began: the victims are released,
+// and the preemptor is let through PreEnqueue and re-activated, at once
+// after success, after a backoff after a failure, which also clears its
+// nomination. The backoff counts from when the preemption began, as a
+// pod's backoff in the scheduling queue counts from its attempt: the time
+// its failing API calls took (a rate-limited client waits its turn for
+// each) is not added to every retry's wait.
+func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, todo []*v1.Pod, began time.Time, err error) {
 	e.mu.Lock()
 	now := e.clock.Now()
 	for _, v := range todo {
@@ -270,13 +274,18 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 			reservation: reservepod.Is(preemptor), node: node, victims: uids, at: now}
 	}
 	var backoff time.Duration
+	var until time.Time
 	if err != nil {
 		f := e.failures[preemptor.UID]
 		f.count++
 		f.at, f.namespace, f.name, f.reservation = now, preemptor.Namespace, preemptor.Name, reservepod.Is(preemptor)
 		e.failures[preemptor.UID] = f
 		backoff = min(time.Second<<min(f.count-1, 4), 10*time.Second)
-		e.backoffUntil[preemptor.UID] = now.Add(backoff)
+		until = began.Add(backoff)
+		// Gated at least until its nomination is cleared (below): a new
+		// attempt meanwhile could nominate it again, and the clearing
+		// would then erase that nomination.
+		e.backoffUntil[preemptor.UID] = now.Add(e.timeout)
 	} else {
 		delete(e.failures, preemptor.UID)
 	}
@@ -295,7 +304,10 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 	if perr := e.clearNomination(ctx, preemptor); perr != nil {
 		logger.Error(perr, "Clearing the preemptor's nominated node")
 	}
-	e.clock.AfterFunc(backoff, func() {
+	e.mu.Lock()
+	e.backoffUntil[preemptor.UID] = until
+	e.mu.Unlock()
+	e.clock.AfterFunc(max(until.Sub(e.clock.Now()), 0), func() {
 		e.mu.Lock()
 		delete(e.backoffUntil, preemptor.UID)
 		e.mu.Unlock()

@@ -191,6 +191,72 @@ func TestFailureClearsNominationAndBacksOff(t *testing.T) {
 	}
 }
 
+// The backoff counts from when the preemption began, not from when its
+// failure came back: a slow failing call is not added to the wait.
+func TestBackoffCountsFromTheStart(t *testing.T) {
+	v := victim("v", 1)
+	e := newEnv(t, v, preemptor())
+	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		e.clock.Step(700 * time.Millisecond) // the failing call takes 0.7s
+		return true, nil, apierrors.NewServiceUnavailable("victim deletes fail")
+	})
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	e.exec.wait()
+	pl := &Plugin{exec: e.exec}
+	if activated, _ := e.h.snapshot(); len(activated) != 0 {
+		t.Fatalf("re-activated at once after the failure: %v", activated)
+	}
+	e.clock.Step(299 * time.Millisecond)
+	if activated, _ := e.h.snapshot(); len(activated) != 0 {
+		t.Errorf("re-activated 0.999s after the preemption began, before its 1s backoff: %v", activated)
+	}
+	if st := pl.PreEnqueue(t.Context(), preemptor()); st.IsSuccess() {
+		t.Error("PreEnqueue let the preemptor through before its backoff ended")
+	}
+	e.clock.Step(time.Millisecond)
+	if activated, _ := e.h.snapshot(); len(activated) != 1 {
+		t.Errorf("1s after the preemption began (0.3s after its failure), activated %v, want the preemptor", activated)
+	}
+	if st := pl.PreEnqueue(t.Context(), preemptor()); !st.IsSuccess() {
+		t.Errorf("PreEnqueue once the backoff ended = %v, want success", st)
+	}
+}
+
+// A preemptor stays gated while its nomination is being cleared, even when
+// its backoff has run out meanwhile: let through, it could be nominated
+// again and the clearing would erase that.
+func TestGatedWhileClearingTheNomination(t *testing.T) {
+	v := victim("v", 1)
+	e := newEnv(t, v, preemptor())
+	e.client.PrependReactor("delete", "pods", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("victim deletes fail")
+	})
+	clearing, release := make(chan struct{}), make(chan struct{})
+	e.client.PrependReactor("patch", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && a.(clienttesting.PatchAction).GetName() == "high" {
+			close(clearing)
+			<-release
+		}
+		return false, nil, nil
+	})
+	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
+	<-clearing
+	e.clock.Step(2 * time.Second) // past the first backoff (1s)
+	pl := &Plugin{exec: e.exec}
+	if st := pl.PreEnqueue(t.Context(), preemptor()); st.IsSuccess() {
+		t.Error("PreEnqueue let the preemptor through while its nomination was being cleared")
+	}
+	close(release)
+	e.exec.wait()
+	if st := pl.PreEnqueue(t.Context(), preemptor()); !st.IsSuccess() {
+		t.Errorf("PreEnqueue once the nomination is cleared and the backoff over = %v, want success", st)
+	}
+	e.clock.Step(0) // the fake clock fires a timer of 0s on its next step
+	if activated, _ := e.h.snapshot(); len(activated) != 1 {
+		t.Errorf("activated %v once the nomination was cleared after the backoff, want the preemptor", activated)
+	}
+}
+
 // Two preemptions that pick the same victim delete it once.
 func TestNoDoubleDelete(t *testing.T) {
 	v := victim("v", 1)
