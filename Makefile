@@ -103,7 +103,7 @@ bench-scheduler: build
 ## COUNT repetitions each (about two hours at COUNT=3 on 2 cores).
 bench-scheduler-doc: build
 	COUNT=$(COUNT) hack/bench-preemption-qps.sh
-	COUNT=$(COUNT) DOC=1 LABELS=gantry,gantry-preemption hack/bench-scheduler.sh
+	COUNT=$(COUNT) DOC=1 LABELS="gantry gantry-preemption" hack/bench-scheduler.sh
 
 ## bench-preemption-qps: upstream DefaultPreemption vs Gantry AsyncPreemption with the scheduler's
 ## client at QPS 5000 and at production defaults (50/100), one run; pods/s, ratios, API calls per pod.
