@@ -100,7 +100,17 @@ doc="${out}/performance.md" png="${out}/performance.png"
 if [[ -n "${DOC:-}" ]]; then
   doc="${GANTRY_ROOT}/docs/performance.md" png="${GANTRY_ROOT}/docs/performance.png"
 fi
+# The page names the commands that made it: a subset says which.
+commands=(-command "make bench-scheduler-doc COUNT=${count}")
+if [[ -n "${BENCH:-}" || "${labels}" != "gantry gantry-preemption" ]]; then
+  commands=()
+  if [[ -n "${DOC:-}" && -s "${qps}" ]]; then
+    commands+=(-command "make bench-preemption-qps COUNT=${count}")
+  fi
+  commands+=(-command "COUNT=${count} DOC=1 BENCH='${bench}' LABELS='${labels}' hack/bench-scheduler.sh"
+    -command "# Everything (every workload, about two hours at COUNT=3 on 2 cores): make bench-scheduler-doc COUNT=3")
+fi
 report doc "${benches[@]}" -items "${out}" -benchstat "${out}/benchstat.txt" -machine "${out}/machine.txt" \
-  -command "make bench-scheduler-doc COUNT=${count}" -out "${doc}" -png "${png}"
+  "${commands[@]}" -out "${doc}" -png "${png}"
 sed -n '/^## Upstream/,/^## benchstat/p' "${doc}" | sed '$d'
 echo "==> ${doc}, ${png}"
