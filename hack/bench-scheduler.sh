@@ -15,6 +15,8 @@
 #           matches any one of them; within one, commas mean "and", as in
 #           scheduler_perf's -perf-scheduling-label-filter.
 #   COUNT   repetitions (default 3)
+#   KEEP=1  keep the raw output and data items of the last run and add this
+#           run's repetitions to them (run the same workloads)
 #   DOC=1   also write docs/performance.md and docs/performance.png, taking
 #           in _output/bench-preemption-qps/bench.txt if it is there
 #   PROFILE=1  CPU and allocation profiles of every workload's measured part
@@ -34,8 +36,11 @@ if [[ ! -x _output/bin/etcd ]]; then
   exit 1
 fi
 out="${GANTRY_ROOT}/_output/bench-scheduler"
-# Data items of an earlier run would be read as this run's.
-rm -rf "${out}"
+# Data items of an earlier run would be read as this run's; KEEP=1 adds
+# this run's repetitions to them (the same workloads, from the same source).
+if [[ -z "${KEEP:-}" ]]; then
+  rm -rf "${out}"
+fi
 mkdir -p "${out}"
 export PATH="${GANTRY_ROOT}/_output/bin:${PATH}" ARTIFACTS="${out}"
 if [[ -n "${PROFILE:-}" ]]; then
@@ -65,7 +70,7 @@ for rep in $(seq "${count}"); do
     }
     cat "${out}/rep.txt" >>"${out}/bench.txt"
     # A filter that selects nothing passes: say so rather than report an empty table.
-    if ! grep -q '^Benchmark.* ns/op' "${out}/rep.txt"; then
+    if ! grep -qE '^Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "${out}/rep.txt"; then
       echo "-bench '${bench}' with labels '${filter}' ran no workload (see ${out}/bench.txt)" >&2
       exit 1
     fi
@@ -93,7 +98,7 @@ done
 {
   echo "$(go env GOOS)/$(go env GOARCH), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
   echo "$(go version | cut -d' ' -f3-), k8s.io/kubernetes $(go list -m -f '{{.Version}}' k8s.io/kubernetes), Gantry $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
-  echo "run on $(date -u +%Y-%m-%dT%H:%MZ): BENCH='${bench}' LABELS='${labels}' COUNT=${count}, $(( $(date +%s) - start ))s"
+  echo "run on $(date -u +%Y-%m-%dT%H:%MZ): BENCH='${bench}' LABELS='${labels}' COUNT=${count}${KEEP:+ added to those of an earlier run}, $(( $(date +%s) - start ))s"
 } >"${out}/machine.txt"
 
 doc="${out}/performance.md" png="${out}/performance.png"
@@ -105,9 +110,9 @@ commands=(-command "make bench-scheduler-doc COUNT=${count}")
 if [[ -n "${BENCH:-}" || "${labels}" != "gantry gantry-preemption" ]]; then
   commands=()
   if [[ -n "${DOC:-}" && -s "${qps}" ]]; then
-    commands+=(-command "make bench-preemption-qps COUNT=${count}")
+    commands+=(-command "make bench-preemption-qps COUNT=$(grep -cE '^BenchmarkPreemptionClientQPS/UpstreamPreemption/QPS50-' "${qps}")")
   fi
-  commands+=(-command "COUNT=${count} DOC=1 BENCH='${bench}' LABELS='${labels}' hack/bench-scheduler.sh"
+  commands+=(-command "COUNT=${count}${KEEP:+ KEEP=1} DOC=1 BENCH='${bench}' LABELS='${labels}' hack/bench-scheduler.sh"
     -command "# Everything (every workload, about two hours at COUNT=3 on 2 cores): make bench-scheduler-doc COUNT=3")
 fi
 report doc "${benches[@]}" -items "${out}" -benchstat "${out}/benchstat.txt" -machine "${out}/machine.txt" \
