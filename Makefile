@@ -100,7 +100,7 @@ bench-scheduler: build
 
 ## bench-scheduler-doc: regenerates docs/performance.md and docs/performance.png: every scheduler
 ## workload (upstream's shapes, reservations, preemption) and the client-limit preemption benchmark,
-## COUNT repetitions each (about two hours at COUNT=3 on 2 cores).
+## COUNT repetitions each (hours at COUNT=3 on 2 cores: 7 of its workloads took 26 min a repetition on a slow day).
 bench-scheduler-doc: build
 	COUNT=$(COUNT) hack/bench-preemption-qps.sh
 	COUNT=$(COUNT) DOC=1 LABELS="gantry gantry-preemption" hack/bench-scheduler.sh

@@ -113,7 +113,7 @@ if [[ -n "${BENCH:-}" || "${labels}" != "gantry gantry-preemption" ]]; then
     commands+=(-command "make bench-preemption-qps COUNT=$(grep -cE '^BenchmarkPreemptionClientQPS/UpstreamPreemption/QPS50-' "${qps}")")
   fi
   commands+=(-command "COUNT=${count}${KEEP:+ KEEP=1} DOC=1 BENCH='${bench}' LABELS='${labels}' hack/bench-scheduler.sh"
-    -command "# Everything (every workload, about two hours at COUNT=3 on 2 cores): make bench-scheduler-doc COUNT=3")
+    -command "# Everything (every workload, hours at COUNT=3 on 2 cores): make bench-scheduler-doc COUNT=3")
 fi
 report doc "${benches[@]}" -items "${out}" -benchstat "${out}/benchstat.txt" -machine "${out}/machine.txt" \
   "${commands[@]}" -out "${doc}" -png "${png}"
