@@ -19,12 +19,17 @@
 #           run's repetitions to them (run the same workloads)
 #   DOC=1   also write docs/performance.md and docs/performance.png, taking
 #           in _output/bench-preemption-qps/bench.txt if it is there
-#   PROFILE=1  CPU and allocation profiles of every workload's measured part
-#           into the output directory (see profileRest in scheduler/bench)
+#   PROFILE=1  CPU, allocation and lock contention profiles of every
+#           workload's measured part into the output directory (see
+#           profileRest in scheduler/bench)
 #   COUNTERS=1 the scheduler's attempt, preemption and queue counters,
 #           kube-apiserver's request counts and the FailedScheduling
 #           messages of every workload's measured part, into counters.jsonl
 #           in the output directory (see watchCounters in scheduler/bench)
+#   TRACE=1 every pod's creation and binding times (as a pod watch sees
+#           them), its namespace and whether it was bound into a
+#           reservation, into pods.csv in the output directory (see
+#           tracePods in scheduler/bench)
 #
 # Raw output, data items and benchstat input stay in _output/bench-scheduler/.
 set -euo pipefail
@@ -48,6 +53,9 @@ if [[ -n "${PROFILE:-}" ]]; then
 fi
 if [[ -n "${COUNTERS:-}" ]]; then
   export GANTRY_BENCH_COUNTERS=1
+fi
+if [[ -n "${TRACE:-}" ]]; then
+  export GANTRY_BENCH_TRACE=1
 fi
 bench="${BENCH:-BenchmarkPerfScheduling}"
 labels="${LABELS:-gantry}"

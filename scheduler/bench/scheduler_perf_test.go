@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -79,6 +80,8 @@ func BenchmarkPerfScheduling(b *testing.B) {
 				return err
 			}
 			watchCounters(tCtx, tCtx.Name())
+			tracePods(tCtx, tCtx.Name())
+			recordCPU(tCtx, tCtx.Name())
 			return profileRest(tCtx, tCtx.Name())
 		}),
 	)
@@ -87,26 +90,49 @@ func BenchmarkPerfScheduling(b *testing.B) {
 // profileRest, when $GANTRY_BENCH_PROFILE_DIR is set, profiles the process
 // (scheduler, kube-apiserver and harness share it) from now, when the
 // workload's nodes and reservations are in place, to the workload's end:
-// <dir>/<workload>.cpu.pprof, and the allocations made meanwhile as two heap
-// profiles to compare, <workload>.allocs-{start,end}.pprof
-// (go tool pprof -sample_index=alloc_space -diff_base start end). Setup
-// work (creating nodes and reservations) is left out; it would drown what
-// the scheduler does per pod.
+// <dir>/<workload>.cpu.pprof, and the allocations and the contended locks
+// of the time meanwhile as pairs of profiles to compare,
+// <workload>.{allocs,mutex}-{start,end}.pprof (go tool pprof
+// -sample_index=alloc_space -diff_base start end). Setup work (creating
+// nodes and reservations) is left out; it would drown what the scheduler
+// does per pod.
 func profileRest(tCtx ktesting.TContext, benchmark string) error {
 	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
 	if dir == "" {
 		return nil
 	}
 	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(strings.TrimPrefix(benchmark, "BenchmarkPerfScheduling/")))
-	writeHeap := func(path string) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+	// A workload's second and later runs (-test.count, or KEEP=1) are
+	// numbered: <workload>.2.cpu.pprof, ...
+	name := base
+	for i := 2; ; i++ {
+		if _, err := os.Stat(name + ".cpu.pprof"); err != nil {
+			break
 		}
-		defer f.Close()
-		return pprof.Lookup("allocs").WriteTo(f, 0)
+		name = fmt.Sprintf("%s.%d", base, i)
 	}
-	if err := writeHeap(base + ".allocs-start.pprof"); err != nil {
+	base = name
+	// One in mutexSampling contention events is recorded, from the first
+	// workload on.
+	const mutexSampling = 10
+	goruntime.SetMutexProfileFraction(mutexSampling)
+	writeProfiles := func(suffix string) error {
+		for _, name := range []string{"allocs", "mutex"} {
+			f, err := os.Create(base + "." + name + "-" + suffix + ".pprof")
+			if err != nil {
+				return err
+			}
+			err = pprof.Lookup(name).WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := writeProfiles("start"); err != nil {
 		return err
 	}
 	cpu, err := os.Create(base + ".cpu.pprof")
@@ -122,8 +148,8 @@ func profileRest(tCtx ktesting.TContext, benchmark string) error {
 		if err := cpu.Close(); err != nil {
 			tCtx.Logf("writing %s: %v", cpu.Name(), err)
 		}
-		if err := writeHeap(base + ".allocs-end.pprof"); err != nil {
-			tCtx.Logf("writing the allocation profile: %v", err)
+		if err := writeProfiles("end"); err != nil {
+			tCtx.Logf("writing the allocation and lock profiles: %v", err)
 		}
 	})
 	return nil
@@ -220,8 +246,12 @@ func createReservations(tCtx ktesting.TContext, n int) error {
 		seen, allocated := owners.counts()
 		tCtx.Logf("%d of %d owner pods bound into a reservation; %d of %d reservations Succeeded", allocated, seen, succeeded, n)
 		latency, timed := owners.latency()
-		tCtx.Logf("owner latency (created to bound, as a watch sees it) over %d owners: %v ms", timed, latency)
-		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded, latency, timed); err != nil {
+		tCtx.Logf("owner latency into a reservation (created to bound, as a watch sees it) over %d owners: %v ms", timed, latency)
+		unreserved, untimed := owners.unreservedLatency()
+		if untimed > 0 {
+			tCtx.Logf("latency of owners bound without a reservation, over %d owners: %v ms", untimed, unreserved)
+		}
+		if err := recordConsumed(tCtx.Name(), n, seen, allocated, succeeded, latency, timed, unreserved, untimed); err != nil {
 			tCtx.Logf("recording consumed reservations: %v", err)
 		}
 	})
@@ -239,7 +269,10 @@ type ownerWatch struct {
 	seen      sets.Set[types.UID]
 	allocated sets.Set[types.UID]
 	created   map[types.UID]time.Time
-	latencies []time.Duration
+	// latencies of the owners bound into a reservation, and of those bound
+	// without one (more owners than reservations): the second are pods
+	// like any other, queued behind every pod created before them.
+	latencies, unreserved []time.Duration
 }
 
 func watchOwners(tCtx ktesting.TContext) *ownerWatch {
@@ -280,21 +313,38 @@ func (w *ownerWatch) observe(p *v1.Pod, timed bool) {
 		}
 		return
 	}
-	if p.Annotations[schedv1alpha1.AnnotationAllocated] != "" {
+	inReservation := p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
+	if inReservation {
 		w.allocated.Insert(p.UID)
 	}
 	if t, ok := w.created[p.UID]; ok {
-		w.latencies = append(w.latencies, now.Sub(t))
+		if inReservation {
+			w.latencies = append(w.latencies, now.Sub(t))
+		} else {
+			w.unreserved = append(w.unreserved, now.Sub(t))
+		}
 		delete(w.created, p.UID)
 	}
 }
 
-// latency returns the p50, p90 and p99 and the highest of the owners'
-// latencies (nearest rank), in milliseconds, and how many were timed.
+// latency returns the p50, p90 and p99 and the highest of the latencies
+// of the owners bound into a reservation (nearest rank), in milliseconds,
+// and how many were timed; unreservedLatency the same for owners bound
+// without one.
 func (w *ownerWatch) latency() (pct map[string]float64, n int) {
 	w.mu.Lock()
-	ls := slices.Clone(w.latencies)
-	w.mu.Unlock()
+	defer w.mu.Unlock()
+	return percentiles(w.latencies)
+}
+
+func (w *ownerWatch) unreservedLatency() (pct map[string]float64, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return percentiles(w.unreserved)
+}
+
+func percentiles(latencies []time.Duration) (pct map[string]float64, n int) {
+	ls := slices.Clone(latencies)
 	if len(ls) == 0 {
 		return nil, 0
 	}
@@ -314,16 +364,19 @@ func (w *ownerWatch) counts() (seen, allocated int) {
 
 // recordConsumed appends, for hack/bench-scheduler.sh's report, how many
 // owner pods a workload had, how many were bound into a reservation, how
-// many reservations were Succeeded at its end, and the owners' latency
-// (over the timed owners), to $ARTIFACTS/reservations.jsonl.
-func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int, latency map[string]float64, timed int) error {
+// many reservations were Succeeded at its end, and the latency (over the
+// timed owners) of the owners bound into a reservation and of those bound
+// without one, to $ARTIFACTS/reservations.jsonl.
+func recordConsumed(benchmark string, reservations, owners, allocated, succeeded int,
+	latency map[string]float64, timed int, unreserved map[string]float64, untimed int) error {
 	dir := os.Getenv("ARTIFACTS")
 	if dir == "" {
 		return nil
 	}
 	line, err := json.Marshal(map[string]any{"benchmark": benchmark, "reservations": reservations,
 		"ownerPods": owners, "ownersInReservations": allocated, "succeeded": succeeded,
-		"ownerLatencyMs": latency, "ownersTimed": timed})
+		"ownerLatencyMs": latency, "ownersTimed": timed,
+		"unreservedOwnerLatencyMs": unreserved, "unreservedOwnersTimed": untimed})
 	if err != nil {
 		return err
 	}

@@ -119,9 +119,12 @@ func writeDoc(w io.Writer, in docInput) {
 	p("Gantry's profile with and without Available reservations on the nodes (each holding one pod's requests ")
 	p("for the `app=owner` pods of namespace `owners`), made before any pod. In SchedulingBasic half the ")
 	p("measured pods are owners; GantryNonOwners measures only pods that own none. \"owners in reservations\" ")
-	p("counts owner pods bound with an allocation (what owners took), per repetition.\n\n")
-	p("| test case | workload | pods/s without | pods/s with | with / without | p | owners in reservations |\n")
-	p("|---|---|---|---|---|---|---|\n")
+	p("counts owner pods bound with an allocation (what owners took), per repetition. Owner p99 is the ")
+	p("99th percentile of the time from an owner's creation to its binding, as the benchmark's pod watch ")
+	p("sees both, per repetition: of the owners bound into a reservation, and of those bound without one ")
+	p("(more owners than reservations), which queue like any pod.\n\n")
+	p("| test case | workload | pods/s without | pods/s with | with / without | p | owners in reservations | owner p99 ms, in a reservation / without |\n")
+	p("|---|---|---|---|---|---|---|---|\n")
 	for _, k := range r.order {
 		n, baseWorkload := reservationsOf(k.Workload)
 		if k.Suite != "PerfScheduling" || n == 0 || k.Profile == "GantryOwners" {
@@ -129,7 +132,8 @@ func writeDoc(w io.Writer, in docInput) {
 		}
 		with, without := newStat(throughput(r, k)), newStat(throughput(r, key{k.Suite, k.Profile, baseWorkload}))
 		rt, pv := ratio(with, without)
-		p("| %s | %s | %s | %s | **%s** | %s | %s |\n", k.Profile, k.Workload, without.cell(), with.cell(), rt, pv, usage(r.consumed[k]))
+		p("| %s | %s | %s | %s | **%s** | %s | %s | %s |\n", k.Profile, k.Workload, without.cell(), with.cell(), rt, pv,
+			usage(r.consumed[k]), ownerP99s(r.consumed[k]))
 	}
 	ownersIntro := false
 	for _, k := range r.order {
@@ -218,6 +222,25 @@ func latencies(cs []consumption) string {
 		return "not recorded"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// ownerP99s lists each repetition's owner p99, in a reservation / without
+// one ("—" where no owner was timed).
+func ownerP99s(cs []consumption) string {
+	p99 := func(l map[string]float64, n int) string {
+		if n == 0 || len(l) == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.0f", l["p99"])
+	}
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, p99(c.OwnerLatencyMs, c.OwnersTimed)+" / "+p99(c.UnreservedOwnerLatencyMs, c.UnreservedOwnersTimed))
+	}
+	if len(parts) == 0 {
+		return "not recorded"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func apiCalls(r *results, k key) string {

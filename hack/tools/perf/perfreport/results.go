@@ -40,9 +40,12 @@ type consumption struct {
 	OwnersInReservations int    `json:"ownersInReservations"`
 	Succeeded            int    `json:"succeeded"`
 	// Owner latency, created to bound as a pod watch sees it, in ms:
-	// p50, p90, p99 and max over the owners the watch saw created.
-	OwnerLatencyMs map[string]float64 `json:"ownerLatencyMs"`
-	OwnersTimed    int                `json:"ownersTimed"`
+	// p50, p90, p99 and max over the owners the watch saw created and then
+	// bound into a reservation; Unreserved... over those bound without one.
+	OwnerLatencyMs           map[string]float64 `json:"ownerLatencyMs"`
+	OwnersTimed              int                `json:"ownersTimed"`
+	UnreservedOwnerLatencyMs map[string]float64 `json:"unreservedOwnerLatencyMs"`
+	UnreservedOwnersTimed    int                `json:"unreservedOwnersTimed"`
 }
 
 func newResults() *results {

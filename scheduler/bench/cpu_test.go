@@ -1,0 +1,112 @@
+//go:build scheduler_perf
+
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/kubernetes/test/utils/ktesting"
+)
+
+// recordCPU appends to $ARTIFACTS/cpu.jsonl, for the workload benchmark,
+// the wall time from now (its nodes and reservations in place) to its end
+// and the CPU time spent meanwhile by this process (scheduler,
+// kube-apiserver and harness) and by its child processes (etcd), with the
+// machine's CPU count. A workload that kept every CPU busy is bound by CPU;
+// one that left CPUs idle while pods waited was held up by something else
+// (a lock, a round trip, a timer). The garbage collector's CPU time and
+// the live heap say how much of the process's time was its; the
+// goroutines, whether earlier workloads left work running. It costs two
+// reads of /proc and of runtime/metrics, so it is always on.
+func recordCPU(tCtx ktesting.TContext, benchmark string) {
+	dir := os.Getenv("ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	start, self, children, gc, goroutines := time.Now(), selfCPU(), childrenCPU(), readGC(), runtime.NumGoroutine()
+	tCtx.Cleanup(func() {
+		end := readGC()
+		line, err := json.Marshal(map[string]any{"benchmark": benchmark, "cpus": runtime.NumCPU(),
+			"wallSeconds": time.Since(start).Seconds(), "processCPUSeconds": (selfCPU() - self).Seconds(),
+			"childCPUSeconds": (childrenCPU() - children).Seconds(),
+			"gcCPUSeconds":    end[gcCPU] - gc[gcCPU], "gcCycles": end[gcCycles] - gc[gcCycles],
+			"liveHeapStartMB": gc[liveHeap] / (1 << 20), "liveHeapEndMB": end[liveHeap] / (1 << 20),
+			"goroutinesStart": goroutines, "goroutinesEnd": runtime.NumGoroutine()})
+		if err == nil {
+			err = appendLine(filepath.Join(dir, "cpu.jsonl"), line)
+		}
+		if err != nil {
+			tCtx.Logf("recording CPU use: %v", err)
+		}
+	})
+}
+
+// The garbage collector's share: its CPU time (estimated by the runtime),
+// its cycles, and the heap it found live at the last one.
+const (
+	gcCPU    = "/cpu/classes/gc/total:cpu-seconds"
+	gcCycles = "/gc/cycles/total:gc-cycles"
+	liveHeap = "/gc/heap/live:bytes"
+)
+
+func readGC() map[string]float64 {
+	samples := []metrics.Sample{{Name: gcCPU}, {Name: gcCycles}, {Name: liveHeap}}
+	metrics.Read(samples)
+	out := map[string]float64{}
+	for _, s := range samples {
+		switch s.Value.Kind() {
+		case metrics.KindFloat64:
+			out[s.Name] = s.Value.Float64()
+		case metrics.KindUint64:
+			out[s.Name] = float64(s.Value.Uint64())
+		}
+	}
+	return out
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// childrenCPU is the CPU time of this process's running children, from
+// /proc (getrusage counts only children that have exited): user and system
+// time, in clock ticks of 1/100 s (Linux's USER_HZ).
+func childrenCPU() time.Duration {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	ppid := strconv.Itoa(os.Getpid())
+	var ticks int64
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// The command name, in parentheses, may hold spaces: fields
+		// are counted after its closing parenthesis.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
+		if len(f) < 13 || f[1] != ppid {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}

@@ -1,0 +1,100 @@
+//go:build scheduler_perf
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/kubernetes/test/utils/ktesting"
+
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// podTrace is one pod's way through a workload, as a pod watch saw it:
+// when it was first seen unbound and when bound, from the start of the
+// trace.
+type podTrace struct {
+	namespace string
+	created   time.Duration
+	bound     time.Duration
+	allocated bool
+}
+
+// tracePods, when $GANTRY_BENCH_TRACE is set, records for the workload
+// benchmark every pod the watch saw created unbound and then bound: its
+// namespace, the times of both events from the moment tracePods was
+// called (the workload's nodes and reservations in place), and whether it
+// was bound into a reservation. The lines go to $ARTIFACTS/pods.csv, one
+// per pod, with the benchmark's name: where in a workload's run its pods
+// waited, and which ones (owners with a reservation, owners without one,
+// other pods), which a throughput average or a latency percentile cannot
+// tell.
+func tracePods(tCtx ktesting.TContext, benchmark string) {
+	if os.Getenv("GANTRY_BENCH_TRACE") == "" {
+		return
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	pods := map[types.UID]*podTrace{}
+	observe := func(obj any) {
+		p, ok := obj.(*v1.Pod)
+		if !ok {
+			return
+		}
+		at := time.Since(start)
+		mu.Lock()
+		defer mu.Unlock()
+		t := pods[p.UID]
+		if p.Spec.NodeName == "" {
+			if t == nil {
+				pods[p.UID] = &podTrace{namespace: p.Namespace, created: at, bound: -1}
+			}
+			return
+		}
+		if t != nil && t.bound < 0 {
+			t.bound = at
+			t.allocated = p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
+		}
+	}
+	inf := informers.NewSharedInformerFactory(tCtx.Client(), 0).Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go inf.Run(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	tCtx.Cleanup(func() {
+		cancel()
+		dir := os.Getenv("ARTIFACTS")
+		if dir == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		var b strings.Builder
+		for _, t := range pods {
+			if t.bound < 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s,%s,%.1f,%.1f,%t\n", benchmark, t.namespace,
+				float64(t.created.Microseconds())/1000, float64(t.bound.Microseconds())/1000, t.allocated)
+		}
+		if b.Len() == 0 {
+			return
+		}
+		if err := appendLine(filepath.Join(dir, "pods.csv"), []byte(strings.TrimSuffix(b.String(), "\n"))); err != nil {
+			tCtx.Logf("recording the pod trace: %v", err)
+		}
+	})
+}
