@@ -277,21 +277,28 @@ type ownerWatch struct {
 
 func watchOwners(tCtx ktesting.TContext) *ownerWatch {
 	w := &ownerWatch{seen: sets.New[types.UID](), allocated: sets.New[types.UID](), created: map[types.UID]time.Time{}}
-	inf := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace("owners")).Core().V1().Pods().Informer()
-	observe := func(obj any) {
+	tCtx.Cleanup(watchPods(tCtx, "owners", func(p *v1.Pod) { w.observe(p, true) }))
+	return w
+}
+
+// watchPods calls observe with every pod of namespace ("" for all) that a
+// new informer sees added or updated, from once it has synced until the
+// returned function stops it.
+func watchPods(tCtx ktesting.TContext, namespace string, observe func(*v1.Pod)) (stop func()) {
+	inf := informers.NewSharedInformerFactoryWithOptions(tCtx.Client(), 0, informers.WithNamespace(namespace)).Core().V1().Pods().Informer()
+	handle := func(obj any) {
 		if p, ok := obj.(*v1.Pod); ok {
-			w.observe(p, true)
+			observe(p)
 		}
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
+		AddFunc:    handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	go inf.Run(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-	tCtx.Cleanup(cancel)
-	return w
+	return cancel
 }
 
 // observe records an owner pod; timed is false for a pod read from a list,

@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,8 +12,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/kubernetes/test/utils/ktesting"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -46,11 +43,7 @@ func tracePods(tCtx ktesting.TContext, benchmark string) {
 	start := time.Now()
 	var mu sync.Mutex
 	pods := map[types.UID]*podTrace{}
-	observe := func(obj any) {
-		p, ok := obj.(*v1.Pod)
-		if !ok {
-			return
-		}
+	observe := func(p *v1.Pod) {
 		at := time.Since(start)
 		mu.Lock()
 		defer mu.Unlock()
@@ -66,16 +59,9 @@ func tracePods(tCtx ktesting.TContext, benchmark string) {
 			t.allocated = p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
 		}
 	}
-	inf := informers.NewSharedInformerFactory(tCtx.Client(), 0).Core().V1().Pods().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	go inf.Run(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	stop := watchPods(tCtx, "", observe)
 	tCtx.Cleanup(func() {
-		cancel()
+		stop()
 		dir := os.Getenv("ARTIFACTS")
 		if dir == "" {
 			return
