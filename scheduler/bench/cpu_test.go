@@ -81,12 +81,30 @@ func selfCPU() time.Duration {
 }
 
 // childrenCPU is the CPU time of this process's running children, from
-// /proc (getrusage counts only children that have exited): user and system
-// time, in clock ticks of 1/100 s (Linux's USER_HZ).
+// /proc (getrusage counts only children that have exited).
 func childrenCPU() time.Duration {
+	var sum time.Duration
+	for _, d := range childCPUByName() {
+		sum += d
+	}
+	return sum
+}
+
+// processCPU is the CPU time so far of this process (key "") and of its
+// running children, by command name ("etcd", "kube-apiserver").
+func processCPU() map[string]time.Duration {
+	cpu := childCPUByName()
+	cpu[""] = selfCPU()
+	return cpu
+}
+
+// childCPUByName reads /proc for the user and system time of this
+// process's running children, in clock ticks of 1/100 s (Linux's USER_HZ),
+// summed by command name.
+func childCPUByName() map[string]time.Duration {
 	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
 	ppid := strconv.Itoa(os.Getpid())
-	var ticks int64
+	cpu := map[string]time.Duration{}
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -95,18 +113,18 @@ func childrenCPU() time.Duration {
 		// The command name, in parentheses, may hold spaces: fields
 		// are counted after its closing parenthesis.
 		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
+		open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || end < open {
 			continue
 		}
-		f := strings.Fields(s[i+1:])
+		f := strings.Fields(s[end+1:])
 		// f[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
 		if len(f) < 13 || f[1] != ppid {
 			continue
 		}
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks += u + st
+		cpu[s[open+1:end]] += time.Duration(u+st) * 10 * time.Millisecond
 	}
-	return time.Duration(ticks) * 10 * time.Millisecond
+	return cpu
 }

@@ -271,6 +271,11 @@ func (r *results) normalize(w io.Writer, set string) error {
 			if n > 0 || (upstreamOf(k.Profile) == "" && !strings.HasPrefix(k.Profile, "Upstream")) {
 				continue
 			}
+			// A Gantry case that ran without upstream's beside it
+			// (BenchmarkReservationCost) has nothing to compare.
+			if up := upstreamOf(k.Profile); up != "" && !measured[key{k.Suite, up, k.Workload}] {
+				continue
+			}
 			profile := "Upstream"
 			if strings.HasPrefix(k.Profile, "Gantry") {
 				profile = "Gantry"
@@ -284,7 +289,11 @@ func (r *results) normalize(w io.Writer, set string) error {
 			if (n == 0 && !withReservations[k]) || (n > 0 && !measured[key{k.Suite, k.Profile, base}]) {
 				continue
 			}
-			name = fmt.Sprintf("Benchmark%s/%s/reservations=%d", k.Profile, base, n)
+			tag := k.Profile
+			if k.Suite != "PerfScheduling" {
+				tag = k.Suite + k.Profile // ReservationCostGantry: not to be pooled with scheduler_perf's
+			}
+			name = fmt.Sprintf("Benchmark%s/%s/reservations=%d", tag, base, n)
 		default:
 			return fmt.Errorf("unknown set %q (profiles, reservations)", set)
 		}
