@@ -142,12 +142,7 @@ func quietSchedulerLogs(b *testing.B) func() {
 
 func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, preemptors int, fault time.Duration) {
 	b.StopTimer()
-	e := schedtest.Setup(b)
-	// The test's own calls (nodes, pods, polls) are not what is measured:
-	// they get a client without practical limits.
-	fast := rest.CopyConfig(e.Config)
-	fast.QPS, fast.Burst = 5000, 5000
-	e.Client = kubernetes.NewForConfigOrDie(fast)
+	e := setupUnthrottled(b)
 	ctx := context.Background()
 	for name, value := range map[string]int32{"low": 1, "high": 1000} {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
@@ -287,6 +282,17 @@ func reportFaultLatency(b *testing.B, e *schedtest.Env, preemptors int, created,
 }
 
 // percentile is the nearest-rank percentile of vs (0 < q <= 1).
+// setupUnthrottled is schedtest.Setup whose Env.Client, the benchmark's
+// own (nodes, pods, polls: not what is measured), has no practical rate
+// limit.
+func setupUnthrottled(b *testing.B) *schedtest.Env {
+	e := schedtest.Setup(b)
+	fast := rest.CopyConfig(e.Config)
+	fast.QPS, fast.Burst = 5000, 5000
+	e.Client = kubernetes.NewForConfigOrDie(fast)
+	return e
+}
+
 func percentile(vs []float64, q float64) float64 {
 	sorted := slices.Clone(vs)
 	slices.Sort(sorted)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -65,10 +64,7 @@ func BenchmarkReservationCost(b *testing.B) {
 
 func runReservationCost(b *testing.B, reservations int) {
 	b.StopTimer()
-	e := schedtest.Setup(b)
-	fast := rest.CopyConfig(e.Config)
-	fast.QPS, fast.Burst = 5000, 5000
-	e.Client = kubernetes.NewForConfigOrDie(fast)
+	e := setupUnthrottled(b)
 	ctx := context.Background()
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "owners"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
