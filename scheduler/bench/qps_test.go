@@ -281,11 +281,11 @@ func reportFaultLatency(b *testing.B, e *schedtest.Env, preemptors int, created,
 	b.ReportMetric(percentile(excess, 0.99), "s-over-backoff-p99")
 }
 
-// percentile is the nearest-rank percentile of vs (0 < q <= 1).
 // setupUnthrottled is schedtest.Setup whose Env.Client, the benchmark's
 // own (nodes, pods, polls: not what is measured), has no practical rate
 // limit.
 func setupUnthrottled(b *testing.B) *schedtest.Env {
+	b.Helper()
 	e := schedtest.Setup(b)
 	fast := rest.CopyConfig(e.Config)
 	fast.QPS, fast.Burst = 5000, 5000
@@ -293,6 +293,7 @@ func setupUnthrottled(b *testing.B) *schedtest.Env {
 	return e
 }
 
+// percentile is the nearest-rank percentile of vs (0 < q <= 1).
 func percentile(vs []float64, q float64) float64 {
 	sorted := slices.Clone(vs)
 	slices.Sort(sorted)
