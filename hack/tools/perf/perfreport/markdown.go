@@ -161,7 +161,7 @@ func writeDoc(w io.Writer, in docInput) {
 			continue
 		}
 		if !ownProcess {
-			p("\nWith kube-apiserver in a process of its own. In scheduler_perf kube-apiserver shares the scheduler's ")
+			p("\nBelow, the same question is measured with kube-apiserver in a process of its own. In scheduler_perf kube-apiserver shares the scheduler's ")
 			p("process, and with it its CPUs, heap and garbage collector. BenchmarkReservationCost runs Gantry's ")
 			p("scheduler against etcd and kube-apiserver each in its own process, as on a production control plane. ")
 			p("It uses SchedulingBasic's shape at 5000 nodes, with 10,000 pods created at once, half of them owners. ")
