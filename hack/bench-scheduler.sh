@@ -21,7 +21,8 @@
 #           in _output/bench-preemption-qps/bench.txt if it is there
 #   PROFILE=1  CPU, allocation and lock contention profiles of every
 #           workload's measured part into the output directory (see
-#           profileRest in scheduler/bench)
+#           profileRest in scheduler/bench); for BenchmarkReservationCost,
+#           CPU profiles of this process and of kube-apiserver (profileCost)
 #   COUNTERS=1 the scheduler's attempt, preemption and queue counters,
 #           kube-apiserver's request counts and the FailedScheduling
 #           messages of every workload's measured part, into counters.jsonl

@@ -5,6 +5,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -114,6 +118,7 @@ func runReservationCost(b *testing.B, reservations int) {
 	defer bound.stop()
 	before := e.Faults.Counts()
 	cpuBefore := processCPU()
+	stopProfiles := profileCost(b, e)
 	b.StartTimer()
 	start := time.Now()
 	createAll(b, e, pods)
@@ -123,6 +128,7 @@ func runReservationCost(b *testing.B, reservations int) {
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
+	stopProfiles()
 	cpuAfter := processCPU()
 	_, allocated := bound.counts()
 	b.ReportMetric(float64(costPods)/elapsed.Seconds(), "pods/s")
@@ -152,6 +158,53 @@ func runReservationCost(b *testing.B, reservations int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(time.Since(start.Add(elapsed)).Seconds(), "status-lag-s")
+}
+
+// costProfileSeconds is how much of the measured part kube-apiserver's CPU
+// profile covers: it has to be fixed when the profile is asked for, and the
+// measured part lasts 60-90 s here.
+const costProfileSeconds = 60
+
+// profileCost, when $GANTRY_BENCH_PROFILE_DIR is set, profiles the CPU of
+// this process (scheduler and harness) from now until the returned function
+// is called, into <dir>/<benchmark>.cpu.pprof, and kube-apiserver's over the
+// first costProfileSeconds from now (its /debug/pprof/profile), into
+// <dir>/<benchmark>.apiserver.cpu.pprof. The returned function waits for
+// both.
+func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
+	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	base := profileBase(dir, b.Name())
+	cpu, err := os.Create(base + ".cpu.pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		b.Fatalf("starting the CPU profile (not with -test.cpuprofile): %v", err)
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Timeout = 2 * costProfileSeconds * time.Second
+	client := kubernetes.NewForConfigOrDie(cfg)
+	apiserver := make(chan error, 1)
+	go func() {
+		raw, err := client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(costProfileSeconds)).DoRaw(context.Background())
+		if err == nil {
+			err = os.WriteFile(base+".apiserver.cpu.pprof", raw, 0o644)
+		}
+		apiserver <- err
+	}()
+	return func() {
+		pprof.StopCPUProfile()
+		if err := cpu.Close(); err != nil {
+			b.Errorf("writing %s: %v", cpu.Name(), err)
+		}
+		if err := <-apiserver; err != nil {
+			b.Errorf("kube-apiserver's CPU profile: %v", err)
+		}
+	}
 }
 
 // boundWatch counts, through a pod informer of its own, the pods bound and

@@ -101,17 +101,7 @@ func profileRest(tCtx ktesting.TContext, benchmark string) error {
 	if dir == "" {
 		return nil
 	}
-	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(strings.TrimPrefix(benchmark, "BenchmarkPerfScheduling/")))
-	// A workload's second and later runs (-test.count, or KEEP=1) are
-	// numbered: <workload>.2.cpu.pprof, ...
-	name := base
-	for i := 2; ; i++ {
-		if _, err := os.Stat(name + ".cpu.pprof"); err != nil {
-			break
-		}
-		name = fmt.Sprintf("%s.%d", base, i)
-	}
-	base = name
+	base := profileBase(dir, strings.TrimPrefix(benchmark, "BenchmarkPerfScheduling/"))
 	// One in mutexSampling contention events is recorded, from the first
 	// workload on.
 	const mutexSampling = 10
@@ -153,6 +143,20 @@ func profileRest(tCtx ktesting.TContext, benchmark string) error {
 		}
 	})
 	return nil
+}
+
+// profileBase is where a workload's profiles go: <dir>/<workload>, with
+// the slashes of its name made underscores. A workload's second and later
+// runs (-test.count, or KEEP=1) are numbered: <workload>.2.cpu.pprof, ...
+func profileBase(dir, workload string) string {
+	base := filepath.Join(dir, strings.NewReplacer("/", "_", " ", "_").Replace(workload))
+	name := base
+	for i := 2; ; i++ {
+		if _, err := os.Stat(name + ".cpu.pprof"); err != nil {
+			return name
+		}
+		name = fmt.Sprintf("%s.%d", base, i)
+	}
 }
 
 var reservationsInName = regexp.MustCompile(`_(\d+)Reservations$`)
