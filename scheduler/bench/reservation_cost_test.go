@@ -169,8 +169,8 @@ const costProfileSeconds = 60
 // this process (scheduler and harness) from now until the returned function
 // is called, into <dir>/<benchmark>.cpu.pprof, and kube-apiserver's over the
 // first costProfileSeconds from now (its /debug/pprof/profile), into
-// <dir>/<benchmark>.apiserver.cpu.pprof. The returned function waits for
-// both.
+// <dir>/<benchmark>.apiserver.cpu.pprof. The returned function (also run
+// at the benchmark's cleanup, at most once) waits for both.
 func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
 	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
 	if dir == "" {
@@ -182,6 +182,7 @@ func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
 		b.Fatal(err)
 	}
 	if err := pprof.StartCPUProfile(cpu); err != nil {
+		cpu.Close()
 		b.Fatalf("starting the CPU profile (not with -test.cpuprofile): %v", err)
 	}
 	cfg := rest.CopyConfig(e.Config)
@@ -196,7 +197,9 @@ func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
 		}
 		apiserver <- err
 	}()
-	return func() {
+	// A benchmark that fails while measured stops the profile too, so that
+	// the next one can start its own.
+	stop = sync.OnceFunc(func() {
 		pprof.StopCPUProfile()
 		if err := cpu.Close(); err != nil {
 			b.Errorf("writing %s: %v", cpu.Name(), err)
@@ -204,7 +207,9 @@ func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
 		if err := <-apiserver; err != nil {
 			b.Errorf("kube-apiserver's CPU profile: %v", err)
 		}
-	}
+	})
+	b.Cleanup(stop)
+	return stop
 }
 
 // boundWatch counts, through a pod informer of its own, the pods bound and
