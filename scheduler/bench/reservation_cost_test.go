@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -185,13 +184,12 @@ func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
 		cpu.Close()
 		b.Fatalf("starting the CPU profile (not with -test.cpuprofile): %v", err)
 	}
-	cfg := rest.CopyConfig(e.Config)
-	cfg.Timeout = 2 * costProfileSeconds * time.Second
-	client := kubernetes.NewForConfigOrDie(cfg)
 	apiserver := make(chan error, 1)
 	go func() {
-		raw, err := client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(costProfileSeconds)).DoRaw(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 2*costProfileSeconds*time.Second)
+		defer cancel()
+		raw, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(costProfileSeconds)).DoRaw(ctx)
 		if err == nil {
 			err = os.WriteFile(base+".apiserver.cpu.pprof", raw, 0o644)
 		}
