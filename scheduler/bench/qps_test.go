@@ -51,7 +51,7 @@ const (
 const upstreamProfile = ""
 
 func BenchmarkPreemptionClientQPS(b *testing.B) {
-	defer quietSchedulerLogs(b)()
+	quietSchedulerLogs(b)
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
@@ -94,7 +94,7 @@ const (
 // cumulative exponential schedule (1s, 2s, 4s, 8s, then 10s each) up to
 // its first retry after the fault ends.
 func BenchmarkPreemptionVictimDeleteFaults(b *testing.B) {
-	defer quietSchedulerLogs(b)()
+	quietSchedulerLogs(b)
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
@@ -119,8 +119,13 @@ func backoffBefore(first, end time.Time) time.Duration {
 
 // quietSchedulerLogs sends the schedulers' logs, which would interleave
 // with the benchmark's result lines, to $ARTIFACTS/preemption-qps.log (or
-// nowhere) until the returned function runs.
-func quietSchedulerLogs(b *testing.B) func() {
+// nowhere) until b's cleanup: called before the benchmark sets up its
+// cluster, it outlasts the schedulers that cluster's cleanup stops. Then
+// klog writes its own text output to stderr again. Setting back what
+// klog.Background() returned is no restore: once SetLogger has replaced a
+// contextual logger, Background() is klogr, which logs through klog, and
+// with klogr set klog called itself until the stack overflowed.
+func quietSchedulerLogs(b *testing.B) {
 	out := io.Discard
 	var f *os.File
 	if dir := os.Getenv("ARTIFACTS"); dir != "" {
@@ -130,14 +135,13 @@ func quietSchedulerLogs(b *testing.B) func() {
 		}
 		out = f
 	}
-	prev := klog.Background()
 	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out))))
-	return func() {
-		klog.SetLogger(prev)
+	b.Cleanup(func() {
+		klog.ClearLogger()
 		if f != nil {
 			f.Close()
 		}
-	}
+	})
 }
 
 func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, preemptors int, fault time.Duration) {

@@ -58,7 +58,7 @@ func BenchmarkReservationCost(b *testing.B) {
 				name += fmt.Sprintf("_%dReservations", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				defer quietSchedulerLogs(b)()
+				quietSchedulerLogs(b)
 				runReservationCost(b, n)
 			})
 		}
