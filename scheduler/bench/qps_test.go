@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"k8s.io/klog/v2/textlogger"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/util"
 )
@@ -285,15 +285,16 @@ func reportFaultLatency(b *testing.B, e *schedtest.Env, preemptors int, created,
 	b.ReportMetric(percentile(excess, 0.99), "s-over-backoff-p99")
 }
 
-// setupUnthrottled is schedtest.Setup whose Env.Client, the benchmark's
-// own (nodes, pods, polls: not what is measured), has no practical rate
-// limit.
+// setupUnthrottled is schedtest.Setup whose Env.Client and Env.Gantry,
+// the benchmark's own (nodes, pods, reservations, polls), have no practical
+// rate limit.
 func setupUnthrottled(b *testing.B) *schedtest.Env {
 	b.Helper()
 	e := schedtest.Setup(b)
 	fast := rest.CopyConfig(e.Config)
 	fast.QPS, fast.Burst = 5000, 5000
 	e.Client = kubernetes.NewForConfigOrDie(fast)
+	e.Gantry = gantryclient.NewForConfigOrDie(fast)
 	return e
 }
 
@@ -317,31 +318,10 @@ func benchPod(name, class string) *v1.Pod {
 // (unthrottled) client.
 func createAll(b *testing.B, e *schedtest.Env, pods []*v1.Pod) {
 	b.Helper()
-	work := make(chan *v1.Pod)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for p := range work {
-				if _, err := e.Client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		})
-	}
-	for _, p := range pods {
-		work <- p
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+	inParallel(b, len(pods), 16, func(i int) error {
+		_, err := e.Client.CoreV1().Pods(pods[i].Namespace).Create(context.Background(), pods[i], metav1.CreateOptions{})
+		return err
+	})
 }
 
 // callsSince is how many requests the proxy saw between two of its counts,
