@@ -18,7 +18,10 @@
 #   KEEP=1  keep the raw output and data items of the last run and add this
 #           run's repetitions to them (run the same workloads)
 #   DOC=1   also write docs/performance.md and docs/performance.png, taking
-#           in _output/bench-preemption-qps/bench.txt if it is there
+#           in _output/bench-preemption-qps/bench.txt and
+#           _output/bench-reservation-cost/bench.txt if they are there
+#   OUT     output directory (default _output/bench-scheduler;
+#           make bench-reservation-cost uses _output/bench-reservation-cost)
 #   PROFILE=1  CPU, allocation and lock contention profiles of every
 #           workload's measured part into the output directory (see
 #           profileRest in scheduler/bench); for BenchmarkReservationCost,
@@ -32,7 +35,7 @@
 #           reservation, into pods.csv in the output directory (see
 #           tracePods in scheduler/bench)
 #
-# Raw output, data items and benchstat input stay in _output/bench-scheduler/.
+# Raw output, data items and benchstat input stay in $OUT.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${GANTRY_ROOT}"
@@ -41,7 +44,8 @@ if [[ ! -x _output/bin/etcd ]]; then
   echo "scheduler_perf starts etcd from PATH: run 'make build' first" >&2
   exit 1
 fi
-out="${GANTRY_ROOT}/_output/bench-scheduler"
+out="${OUT:-_output/bench-scheduler}"
+[[ "${out}" == /* ]] || out="${GANTRY_ROOT}/${out}"
 # Data items of an earlier run would be read as this run's; KEEP=1 adds
 # this run's repetitions to them (the same workloads, from the same source).
 if [[ -z "${KEEP:-}" ]]; then
@@ -91,9 +95,12 @@ echo "==> $(( $(date +%s) - start ))s"
 
 benches=(-bench "${out}/bench.txt")
 qps="${GANTRY_ROOT}/_output/bench-preemption-qps/bench.txt"
-if [[ -n "${DOC:-}" && -s "${qps}" ]]; then
-  benches+=(-bench "${qps}")
-fi
+cost="${GANTRY_ROOT}/_output/bench-reservation-cost/bench.txt"
+for f in "${qps}" "${cost}"; do
+  if [[ -n "${DOC:-}" && -s "${f}" && "${f}" != "${out}/bench.txt" ]]; then
+    benches+=(-bench "${f}")
+  fi
+done
 for set in profiles reservations; do
   report benchstat -set "${set}" "${benches[@]}" >"${out}/benchstat-${set}.in"
   if [[ -s "${out}/benchstat-${set}.in" ]]; then
@@ -120,6 +127,9 @@ if [[ -n "${BENCH:-}" || "${labels}" != "gantry gantry-preemption" ]]; then
   commands=()
   if [[ -n "${DOC:-}" && -s "${qps}" ]]; then
     commands+=(-command "make bench-preemption-qps COUNT=$(grep -cE '^BenchmarkPreemptionClientQPS/UpstreamPreemption/QPS50-' "${qps}")")
+  fi
+  if [[ -n "${DOC:-}" && -s "${cost}" && "${cost}" != "${out}/bench.txt" ]]; then
+    commands+=(-command "make bench-reservation-cost COUNT=$(grep -cE '^BenchmarkReservationCost/Gantry/[^ ]*_[0-9]+Reservations-' "${cost}")")
   fi
   commands+=(-command "COUNT=${count}${KEEP:+ KEEP=1} DOC=1 BENCH='${bench}' LABELS='${labels}' hack/bench-scheduler.sh"
     -command "# Everything (every workload, hours at COUNT=3 on 2 cores): make bench-scheduler-doc COUNT=3")
