@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
@@ -34,7 +37,8 @@ import (
 // creates statusWrites reservations and makes them Available as the
 // scheduler does (not measured), then writes them Succeeded with their
 // owner, as the status controller does, from four goroutines (its
-// workers). It reports kube-apiserver's and etcd's CPU time per write and
+// workers), with a watch of them open, as the scheduler's informer has. It
+// reports kube-apiserver's and etcd's CPU time per write and
 // kube-apiserver's allocations per write (go_memstats_alloc_bytes_total).
 //
 // PodStatus is the reference: the same number of status writes of a
@@ -129,7 +133,14 @@ func runStatusWrites(b *testing.B, write func(context.Context, *schedtest.Env, *
 		available[i], err = rs.UpdateStatus(ctx, r, metav1.UpdateOptions{FieldManager: "gantry-scheduler"})
 		return err
 	})
-	measureWrites(b, e, func(i int) error {
+	watchFrom := func(ctx context.Context) (watch.Interface, error) {
+		l, err := rs.List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		return rs.Watch(ctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+	}
+	measureWrites(b, e, watchFrom, func(i int) error {
 		// As the status controller records a consumption.
 		r := available[i].DeepCopy()
 		owner := fmt.Sprintf("owner-%d", i)
@@ -155,7 +166,14 @@ func runPodStatusWrites(b *testing.B) {
 		pods[i] = p
 		return err
 	})
-	measureWrites(b, e, func(i int) error {
+	watchFrom := func(ctx context.Context) (watch.Interface, error) {
+		l, err := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return nil, err
+		}
+		return e.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+	}
+	measureWrites(b, e, watchFrom, func(i int) error {
 		p := pods[i].DeepCopy()
 		p.Status.Conditions = append(p.Status.Conditions, v1.PodCondition{Type: "gantry.dev/bench", Status: v1.ConditionTrue,
 			Reason: "Bench", Message: "a status write of a built-in type", LastTransitionTime: metav1.Now()})
@@ -165,9 +183,26 @@ func runPodStatusWrites(b *testing.B) {
 }
 
 // measureWrites runs write(0..statusWrites-1) from statusWriteWorkers
-// goroutines and reports the writes' rate and what kube-apiserver and etcd
-// spent on each.
-func measureWrites(b *testing.B, e *schedtest.Env, write func(int) error) {
+// goroutines, with a watch of the objects written open (from watchFrom),
+// as the scheduler's informer watches reservations. It reports the writes'
+// rate and what kube-apiserver and etcd spent on each, up to the moment the
+// watch has delivered every write.
+func measureWrites(b *testing.B, e *schedtest.Env, watchFrom func(context.Context) (watch.Interface, error), write func(int) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := watchFrom(ctx)
+	if err != nil {
+		b.Fatalf("watching what is written: %v", err)
+	}
+	defer w.Stop()
+	var seen atomic.Int64
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Modified || ev.Type == watch.Deleted {
+				seen.Add(1)
+			}
+		}
+	}()
 	saveAllocs := apiserverAllocsProfile(b, e)
 	allocBefore := apiserverAllocBytes(b, e)
 	cpuBefore := processCPU()
@@ -176,6 +211,11 @@ func measureWrites(b *testing.B, e *schedtest.Env, write func(int) error) {
 	inParallel(b, statusWrites, statusWriteWorkers, write)
 	elapsed := time.Since(start)
 	b.StopTimer()
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return seen.Load() >= statusWrites, nil
+	}); err != nil {
+		b.Fatalf("the watch delivered %d of %d writes: %v", seen.Load(), statusWrites, err)
+	}
 	cpuAfter := processCPU()
 	allocAfter := apiserverAllocBytes(b, e)
 	saveAllocs()
