@@ -103,14 +103,15 @@ bench-scheduler: build
 ## the reservation cost benchmark, COUNT repetitions each (hours at COUNT=3 on 2 cores: 7 of its workloads took 26 min a repetition on a slow day).
 bench-scheduler-doc: build
 	COUNT=$(COUNT) hack/bench-preemption-qps.sh
-	COUNT=$(COUNT) OUT=_output/bench-reservation-cost BENCH=BenchmarkReservationCost hack/bench-scheduler.sh
+	COUNT=$(COUNT) $(BENCH_RESERVATION_COST)
 	COUNT=$(COUNT) DOC=1 LABELS="gantry gantry-preemption" hack/bench-scheduler.sh
 
 ## bench-reservation-cost: Gantry's scheduler in its own process against etcd and kube-apiserver in
 ## theirs, 10,000 pods on 5000 nodes without and with 3000 reservations; pods/s, CPU per pod of each
 ## process, reservation status writes and their lag (BenchmarkReservationCost in scheduler/bench).
+BENCH_RESERVATION_COST := OUT=_output/bench-reservation-cost BENCH=BenchmarkReservationCost hack/bench-scheduler.sh
 bench-reservation-cost: build
-	COUNT=$(COUNT) OUT=_output/bench-reservation-cost BENCH=BenchmarkReservationCost hack/bench-scheduler.sh
+	COUNT=$(COUNT) $(BENCH_RESERVATION_COST)
 
 ## bench-preemption-qps: upstream DefaultPreemption vs Gantry AsyncPreemption with the scheduler's
 ## client at QPS 5000 and at production defaults (50/100), one run; pods/s, ratios, API calls per pod.
