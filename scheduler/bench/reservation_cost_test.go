@@ -85,22 +85,9 @@ func runReservationCost(b *testing.B, reservations int) {
 			b.Fatalf("creating reservation %d: %v", i, err)
 		}
 	}
-	inPhase := func(ctx context.Context, phase schedv1alpha1.ReservationPhase) (int, error) {
-		list, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return 0, err
-		}
-		n := 0
-		for _, r := range list.Items {
-			if r.Status.Phase == phase {
-				n++
-			}
-		}
-		return n, nil
-	}
 	if err := util.PollSlowly(ctx, util.BenchmarkTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
-		n, err := inPhase(ctx, schedv1alpha1.ReservationAvailable)
-		return n == reservations, err
+		list, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
+		return err == nil && countPhase(list.Items, schedv1alpha1.ReservationAvailable) == reservations, err
 	}); err != nil {
 		b.Fatal(err)
 	}
@@ -154,17 +141,28 @@ func runReservationCost(b *testing.B, reservations int) {
 	// reservations' Ready condition, which the controller stamps when it
 	// writes Succeeded, not from when this poll sees them: stopProfiles has
 	// waited for kube-apiserver's profile, which outlasts the workload.
+	var final []schedv1alpha1.Reservation
 	if err := util.PollSlowly(ctx, util.BenchmarkTimeout, "consumed reservations Succeeded", func(ctx context.Context) (bool, error) {
-		n, err := inPhase(ctx, schedv1alpha1.ReservationSucceeded)
-		return n == want, err
+		list, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		final = list.Items
+		return countPhase(final, schedv1alpha1.ReservationSucceeded) == want, nil
 	}); err != nil {
 		b.Fatal(err)
 	}
-	list, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		b.Fatal(err)
+	b.ReportMetric(statusLag(final, start.Add(elapsed)).Seconds(), "status-lag-s")
+}
+
+func countPhase(rs []schedv1alpha1.Reservation, phase schedv1alpha1.ReservationPhase) int {
+	n := 0
+	for i := range rs {
+		if rs[i].Status.Phase == phase {
+			n++
+		}
 	}
-	b.ReportMetric(statusLag(list.Items, start.Add(elapsed)).Seconds(), "status-lag-s")
+	return n
 }
 
 // statusLag is how long after end the last Succeeded reservation's Ready
