@@ -13,7 +13,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -153,32 +152,6 @@ func runReservationCost(b *testing.B, reservations int) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(statusLag(final, start.Add(elapsed)).Seconds(), "status-lag-s")
-}
-
-func countPhase(rs []schedv1alpha1.Reservation, phase schedv1alpha1.ReservationPhase) int {
-	n := 0
-	for i := range rs {
-		if rs[i].Status.Phase == phase {
-			n++
-		}
-	}
-	return n
-}
-
-// statusLag is how long after end the last Succeeded reservation's Ready
-// condition changed, never less than zero. Condition times are whole
-// seconds (the API's resolution); each is taken as the middle of its second.
-func statusLag(rs []schedv1alpha1.Reservation, end time.Time) time.Duration {
-	var last time.Time
-	for i := range rs {
-		if rs[i].Status.Phase != schedv1alpha1.ReservationSucceeded {
-			continue
-		}
-		if c := meta.FindStatusCondition(rs[i].Status.Conditions, schedv1alpha1.ConditionReady); c != nil && c.LastTransitionTime.After(last) {
-			last = c.LastTransitionTime.Time
-		}
-	}
-	return max(last.Add(time.Second/2).Sub(end), 0)
 }
 
 // costProfileSeconds is how much of the measured part kube-apiserver's CPU
