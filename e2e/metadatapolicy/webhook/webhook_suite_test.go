@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -449,7 +451,34 @@ func deleteConfigs(ctx context.Context) error {
 	return nil
 }
 
+// freePort is a port free on 127.0.0.1 now, for a replica to bind a little
+// later. It is below the kernel's ephemeral range: a port from that range
+// (what listening on port 0 gives) can be taken in the meantime as the
+// local port of any outgoing connection on the machine, and the suites
+// running in parallel make thousands (a replica once failed to start with
+// "address already in use" that way).
 func freePort() int {
+	// The range's lower end; 32768 is Linux's default.
+	ephemeral := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				ephemeral = n
+			}
+		}
+	}
+	const lowest = 10000
+	for range 100 {
+		if ephemeral <= lowest {
+			break
+		}
+		port := lowest + rand.IntN(ephemeral-lowest)
+		if l, err := net.Listen("tcp", webhook.HostPort("127.0.0.1", port)); err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
+	// No room below the range: any free port.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	defer l.Close()
