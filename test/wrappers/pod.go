@@ -195,3 +195,9 @@ func (p *PodWrapper) SchedulerName(name string) *PodWrapper {
 	p.Spec.SchedulerName = name
 	return p
 }
+
+// Phase sets status.phase, as the kubelet does (for tests without one).
+func (p *PodWrapper) Phase(phase v1.PodPhase) *PodWrapper {
+	p.Status.Phase = phase
+	return p
+}
