@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when anything hack/update.sh would change, when code does not vet or
-# lint, when build output is in the tree, or when an import goes the wrong way.
+# lint, when build output is in the tree, when an import goes the wrong way, or
+# when README.md's make targets or e2e labels differ from their sources.
 # Every generated file is regenerated into a temporary copy and diffed, so the
 # checkout is never modified.
 set -uo pipefail
@@ -62,11 +63,30 @@ crds() {
   return "${rc}"
 }
 
+# README.md's make-target table and e2e label list, regenerated from the
+# Makefile and e2e/framework/suite.go into a temporary copy and diffed.
+docs() {
+  local tmp rc=0
+  tmp="$(mktemp -d)"
+  mkdir -p "${tmp}/e2e/framework"
+  cp README.md Makefile "${tmp}/"
+  cp e2e/framework/suite.go "${tmp}/e2e/framework/"
+  if ! hack/update-docs.sh "${tmp}"; then
+    rc=1
+  elif ! diff -u README.md "${tmp}/README.md"; then
+    echo "README.md's make targets or e2e labels are stale: run make update (hack/update-docs.sh)"
+    rc=1
+  fi
+  rm -rf "${tmp}"
+  return "${rc}"
+}
+
 check gofmt gofmt_clean
 check vet vet
 check "go.mod tidy" tidy
 check "kubernetes pin" pinned
 check "generated API code, CRDs, clients and plugin args" crds
+check "README make targets and e2e labels" docs
 check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
 check "no build output or oversized files in the tree" hack/verify-tree.sh
 check "import direction (e2e/, test/, kind/ and what binaries link)" hack/verify-imports.sh
