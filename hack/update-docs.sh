@@ -56,8 +56,9 @@ awk '
   cat "${tmp}/targets.body"
 } >"${tmp}/make-targets"
 
-# The e2e labels: every `Label<Name> = "<label>"` constant, however aligned.
-sed -nE 's/^[[:space:]]*Label[A-Za-z0-9_]*[[:space:]]*=[[:space:]]*"([^"]+)".*$/\1/p' "${suite}" >"${tmp}/labels"
+# The e2e labels: every `Label<Name> = "<label>"` constant, in a const block
+# or on a `const` line of its own, however aligned.
+sed -nE 's/^[[:space:]]*(const[[:space:]]+)?Label[A-Za-z0-9_]*[[:space:]]*=[[:space:]]*"([^"]+)".*$/\2/p' "${suite}" >"${tmp}/labels"
 [[ -s "${tmp}/labels" ]] || { echo "no Label* constants in ${suite}" >&2; exit 1; }
 awk 'BEGIN { printf "Labels (`make e2e FOCUS=<label>`):" }
      { printf "%s `%s`", (NR > 1 ? "," : ""), $0 }
