@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gantry-dev/gantry/internal/repo"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	// The runtimes suites bring clusters up with.
 	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/kind"
@@ -170,7 +171,7 @@ func SetupSuite(opts ...SuiteOption) bool {
 		o(&so)
 	}
 	ginkgo.SynchronizedBeforeSuite(func(ctx ginkgo.SpecContext) []byte {
-		root, err := cluster.FindRoot()
+		root, err := repo.Root()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		artifacts := artifactsDir(root)
 		gomega.Expect(os.MkdirAll(artifacts, 0o755)).To(gomega.Succeed())
@@ -189,7 +190,7 @@ func SetupSuite(opts ...SuiteOption) bool {
 	}, func(data []byte) {
 		var sc suiteCluster
 		gomega.Expect(json.Unmarshal(data, &sc)).To(gomega.Succeed())
-		root, err := cluster.FindRoot()
+		root, err := repo.Root()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		TestContext.Root = root
 		TestContext.Artifacts = artifactsDir(root)

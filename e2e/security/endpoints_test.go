@@ -12,8 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/crds/install"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
@@ -45,7 +45,7 @@ var _ = framework.Describe("The scheduler's endpoints", ginkgo.Label(framework.L
 		gomega.Expect(as(http.MethodGet, "/apis/v1/nodes/"+node, "")()).To(gomega.Equal(http.StatusNotFound), "GET the former path /apis/v1/nodes/%s", node)
 
 		ginkgo.By("binding gantry:scheduler-services-viewer (scheduler/config/rbac.yaml) to the tenant")
-		roles, err := crds.LoadRoles(filepath.Join(framework.TestContext.Root, "scheduler", "config"))
+		roles, err := install.LoadRoles(filepath.Join(framework.TestContext.Root, "scheduler", "config"))
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		for _, r := range roles {
 			_, err := f.Client.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{})

@@ -24,8 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/gantry-dev/gantry/crds/install"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
@@ -121,14 +121,14 @@ func TestUpgradeFromV1beta1Storage(t *testing.T) {
 	// The CRD Gantry shipped before, serving v1 only, is refused.
 	v1Only := gantryCRD.DeepCopy()
 	v1Only.Spec.Versions = []apiextensionsv1.CustomResourceDefinitionVersion{*v1}
-	_, err = crds.Install(ctx, cp.Config, writeCRD(t, v1Only), util.Timeout)
+	_, err = install.Install(ctx, cp.Config, writeCRD(t, v1Only), util.Timeout)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions`) {
 		t.Fatalf("applying a CRD without v1beta1 over stored v1beta1: want it refused (422, v1beta1 missing from spec.versions), got %v", err)
 	}
 	t.Logf("a CRD without v1beta1 is refused: %v", err)
 
 	// Gantry's CRD is applied as `make up` and `kubectl apply --server-side` do.
-	if _, err := crds.Install(ctx, cp.Config, manifests, util.Timeout); err != nil {
+	if _, err := install.Install(ctx, cp.Config, manifests, util.Timeout); err != nil {
 		t.Fatalf("applying Gantry's CRDs over stored v1beta1: %v", err)
 	}
 	storedVersions("v1beta1", "v1")
@@ -206,7 +206,7 @@ func TestUpgradeFromV1beta1Storage(t *testing.T) {
 		metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := crds.Install(ctx, cp.Config, writeCRD(t, v1Only), util.Timeout); err != nil {
+	if _, err := install.Install(ctx, cp.Config, writeCRD(t, v1Only), util.Timeout); err != nil {
 		t.Fatalf("applying a CRD without v1beta1 after the migration: %v", err)
 	}
 	storedVersions("v1")
@@ -222,7 +222,7 @@ func TestUpgradeFromV1beta1Storage(t *testing.T) {
 func generatedCRD(t *testing.T) (*apiextensionsv1.CustomResourceDefinition, string) {
 	t.Helper()
 	dir := filepath.Join(framework.Root(t), "crds", "manifests")
-	list, err := crds.Load(dir)
+	list, err := install.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func version(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition, name s
 	return nil
 }
 
-// writeCRD writes crd to a directory of its own, for crds.Install.
+// writeCRD writes crd to a directory of its own, for install.Install.
 func writeCRD(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) string {
 	t.Helper()
 	crd = crd.DeepCopy()

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/gantry-dev/gantry/internal/repo"
 )
 
 // Options describe the cluster to bring up. Paths left empty are derived
@@ -103,7 +105,10 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("--port must be a TCP port (0 for any free port), got %d", o.APIServerPort)
 	}
 	if o.Root == "" {
-		root, err := FindRoot()
+		root, err := repo.Root()
+		if errors.Is(err, repo.ErrNotFound) {
+			return fmt.Errorf("%w: run from the repository or pass --root", err)
+		}
 		if err != nil {
 			return err
 		}
@@ -124,27 +129,4 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("scheduler configuration: %w", err)
 	}
 	return nil
-}
-
-// FindRoot returns the repository checkout: BUILD_WORKSPACE_DIRECTORY when run
-// by `bazel run`, else the nearest parent of the working directory holding a
-// WORKSPACE file.
-func FindRoot() (string, error) {
-	if d := os.Getenv("BUILD_WORKSPACE_DIRECTORY"); d != "" {
-		return d, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "WORKSPACE")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find the Gantry checkout (no WORKSPACE file above the working directory): run from the repository or pass --root")
-		}
-		dir = parent
-	}
 }

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/crds/install"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 
@@ -116,7 +116,7 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 	// Gantry's scheduler waits for its informers on Gantry's CRDs before it
 	// competes for leadership, so the CRDs come before the leases.
 	if err := c.p.step("installing CRDs from "+c.rel(o.CRDDir), func() (string, error) {
-		names, err := crds.Install(ctx, cfg, o.CRDDir, o.Timeout)
+		names, err := install.Install(ctx, cfg, o.CRDDir, o.Timeout)
 		if err != nil {
 			return "", err
 		}

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/internal/repo"
 	"github.com/gantry-dev/gantry/test/util"
 )
 
@@ -114,7 +114,7 @@ func (cp *ControlPlane) Dir() string { return cp.dir }
 // Root is the repository checkout holding this test.
 func Root(t testing.TB) string {
 	t.Helper()
-	root, err := cluster.FindRoot()
+	root, err := repo.Root()
 	if err != nil {
 		t.Fatal(err)
 	}

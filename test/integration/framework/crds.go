@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
+	"github.com/gantry-dev/gantry/crds/install"
+	"github.com/gantry-dev/gantry/internal/repo"
 	"github.com/gantry-dev/gantry/test/util"
 )
 
@@ -47,11 +47,11 @@ func InstallCRDsAt(cfg *rest.Config, list ...*apiextensionsv1.CustomResourceDefi
 // and waits until they are served, for tests that bring their own control
 // plane (scheduler_perf's); it returns their names.
 func InstallGantryCRDs(cfg *rest.Config) ([]string, error) {
-	root, err := cluster.FindRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return nil, err
 	}
-	list, err := crds.Load(filepath.Join(root, "crds", "manifests"))
+	list, err := install.Load(filepath.Join(root, "crds", "manifests"))
 	if err != nil {
 		return nil, err
 	}

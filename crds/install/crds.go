@@ -1,6 +1,9 @@
-// Package crds finds Gantry's CustomResourceDefinitions on disk and installs
-// them into a cluster, waiting until the API server serves them.
-package crds
+// Package install finds Gantry's CustomResourceDefinitions (and the
+// ClusterRoles that come with them) on disk and installs them into a cluster,
+// waiting until the API server serves them. The cluster program (kind/), the
+// integration-test control plane (test/integration/framework) and the e2e
+// suites all install CRDs through it.
+package install
 
 import (
 	"bytes"

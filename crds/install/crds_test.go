@@ -1,4 +1,4 @@
-package crds
+package install
 
 import (
 	"os"
@@ -123,7 +123,7 @@ func FuzzDecode(f *testing.F) {
 // user-facing roles (docs/security.md's tenant) never let a tenant write a
 // status subresource or reach a cluster-scoped Gantry kind.
 func TestShippedRoles(t *testing.T) {
-	roles, err := LoadRoles(filepath.Join("..", "..", "..", "crds"))
+	roles, err := LoadRoles("..")
 	if err != nil {
 		t.Fatal(err)
 	}
