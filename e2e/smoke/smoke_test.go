@@ -17,9 +17,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
+	"github.com/gantry-dev/gantry/crds/install"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
-	"github.com/gantry-dev/gantry/kind/pkg/crds"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -91,7 +92,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 		for _, p := range pods {
 			node, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s is bound to node %q", p.Name, p.Spec.NodeName)
-			gomega.Expect(node.Annotations).To(gomega.HaveKeyWithValue(nodes.KwokAnnotation, "fake"), "node %s", node.Name)
+			gomega.Expect(node.Annotations).To(gomega.HaveKeyWithValue(kwok.KwokAnnotation, "fake"), "node %s", node.Name)
 		}
 
 		ginkgo.By("checking every pod was scheduled by the leading " + framework.SchedulerComponent)
@@ -170,7 +171,7 @@ var _ = framework.Describe("Smoke", ginkgo.Label(framework.LabelSmoke), func() {
 	})
 
 	ginkgo.It("serves every CRD under crds/", func(ctx ginkgo.SpecContext) {
-		list, err := crds.Load(framework.TestContext.Root + "/crds")
+		list, err := install.Load(framework.TestContext.Root + "/crds")
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		if len(list) == 0 {
 			ginkgo.Skip("Gantry ships no CRDs yet")

@@ -22,8 +22,11 @@ import (
 const (
 	// ManagedLabel marks the nodes this package makes.
 	ManagedLabel = "gantry.dev/kwok-node"
-	// KwokAnnotation hands a node to the kwok controller; the kwok
-	// node-group provider owns the name.
+	// KwokAnnotation is kwok.KwokAnnotation, for the one test outside kind/
+	// and e2e/ that still reads it here.
+	//
+	// Deprecated: use kwok.KwokAnnotation, which the kwok node-group provider
+	// owns.
 	KwokAnnotation = kwok.KwokAnnotation
 	// Region is the region label value of every node.
 	Region = "gantry-region-1"
@@ -79,7 +82,7 @@ func Topology(n int) []*v1.Node {
 					"node-role.kubernetes.io/kwok-node": "",
 				},
 				Annotations: map[string]string{
-					KwokAnnotation:                 "fake",
+					kwok.KwokAnnotation:            "fake",
 					"node.alpha.kubernetes.io/ttl": "0",
 				},
 			},

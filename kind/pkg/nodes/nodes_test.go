@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 )
 
 func TestTopologyCoversEveryZoneAndInstanceType(t *testing.T) {
@@ -42,7 +44,7 @@ func TestTopologyNodeShape(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
 		}
 	}
-	if n.Annotations[KwokAnnotation] != "fake" {
+	if n.Annotations[kwok.KwokAnnotation] != "fake" {
 		t.Errorf("node is not handed to kwok: annotations %v", n.Annotations)
 	}
 	cpu := n.Status.Allocatable[v1.ResourceCPU]
