@@ -5,10 +5,15 @@
 #   3. the production binaries link no test package and nothing of the cluster
 #      program (kind/): nothing under test/ or e2e/, no Gantry package named
 #      *test or *testing, no integration package, and nothing from kind/ except
-#      in gantry-cluster itself.
-# golangci-lint's depguard states rule 1 and the file-level part of rule 2
-# (.golangci.yml); this check reads what each binary really links
-# (`go list -deps`), which depguard cannot see.
+#      in gantry-cluster itself;
+#   4. nothing outside kind/ and e2e/ imports kind/ (test files and
+#      integration tests included): tests and product code stand on libraries
+#      (crds/install, internal/repo, the features' own packages), never on the
+#      cluster program.
+# golangci-lint's depguard states rule 1, the file-level part of rule 2 and
+# the part of rule 4 that concerns product code (.golangci.yml); this check
+# also reads what each binary really links (`go list -deps`), which depguard
+# cannot see.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -74,5 +79,17 @@ for bin in "${binaries[@]}"; do
     fi
   done <<<"${deps}"
 done
+
+# 4. Imports of kind/ from outside kind/ and e2e/, in any file of any package.
+while read -r pkg imports; do
+  rel="${pkg#"${module}"/}"
+  [[ "${rel}" == kind || "${rel}" == kind/* || "${rel}" == e2e || "${rel}" == e2e/* ]] && continue
+  for imp in ${imports}; do
+    if [[ "${imp}" == "${module}/kind" || "${imp}" == "${module}/kind/"* ]]; then
+      echo "${pkg} imports ${imp}: only kind/ and e2e/ may import the cluster program (kind/); take what is shared from the package that owns it (crds/install, internal/repo, the feature's own package)"
+      failed=1
+    fi
+  done
+done <<<"${all}"
 
 exit "${failed}"
