@@ -667,3 +667,40 @@ func (s *keySet) sample() (value string, absent bool) {
 	}
 	return "", s.absent
 }
+
+// hasEqualOld reports whether some old term is written exactly as term,
+// finding it by its canonical form in constant time per term.
+func (a *arena) hasEqualOld(term *core.NodeSelectorTerm, oldTerms []core.NodeSelectorTerm) bool {
+	if a.equal == nil {
+		a.equal = make(map[string]int, len(oldTerms))
+		for j := range oldTerms {
+			a.equal[canonical(&oldTerms[j])] = j
+		}
+	}
+	_, ok := a.equal[canonical(term)]
+	return ok
+}
+
+// canonical spells a term unambiguously: every string is length-prefixed.
+func canonical(t *core.NodeSelectorTerm) string {
+	var b []byte
+	add := func(s string) {
+		b = strconv.AppendInt(b, int64(len(s)), 10)
+		b = append(b, ':')
+		b = append(b, s...)
+	}
+	for _, reqs := range [][]core.NodeSelectorRequirement{t.MatchExpressions, t.MatchFields} {
+		b = strconv.AppendInt(b, int64(len(reqs)), 10)
+		b = append(b, '|')
+		for i := range reqs {
+			add(reqs[i].Key)
+			add(string(reqs[i].Operator))
+			b = strconv.AppendInt(b, int64(len(reqs[i].Values)), 10)
+			b = append(b, '|')
+			for _, v := range reqs[i].Values {
+				add(v)
+			}
+		}
+	}
+	return string(b)
+}
