@@ -72,6 +72,14 @@ const (
 	LabelReservation    = "reservation"
 	LabelPreemption     = "preemption"
 	LabelProvisioning   = "provisioning"
+	// LabelInProcess and LabelWebhook mark MetadataPolicy's specs by how
+	// admission is deployed: the plugin in Gantry's kube-apiserver, or
+	// gantry-webhook behind the stock admission webhooks.
+	LabelInProcess = "in-process"
+	LabelWebhook   = "webhook"
+	// LabelLatency marks the admission latency measurement: `make bench-e2e`
+	// runs it; the default e2e run leaves it out.
+	LabelLatency = "latency"
 	// LabelSecurity marks the attacks of docs/security.md's threat model,
 	// each run as a tenant (see Tenant).
 	LabelSecurity = "security"

@@ -19,5 +19,5 @@ func TestMetadataPolicy(t *testing.T) {
 
 var (
 	_ = framework.SetupSuite()
-	_ = specs.Register("in-process")
+	_ = specs.Register(framework.LabelInProcess)
 )

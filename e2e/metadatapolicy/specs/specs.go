@@ -86,10 +86,11 @@ func (c *client) createPod(ctx context.Context, p *v1.Pod) (*v1.Pod, error) {
 	return c.f.Client.CoreV1().Pods(c.f.Namespace).Create(ctx, p, metav1.CreateOptions{})
 }
 
-// Register defines the specs for a deployment ("in-process" or "webhook").
+// Register defines the specs for a deployment, named by its label:
+// framework.LabelInProcess or framework.LabelWebhook.
 func Register(deployment string) bool {
 	return framework.Describe("MetadataPolicy ["+deployment+"]", ginkgo.Label(framework.LabelMetadataPolicy, deployment), func() {
-		if deployment == "in-process" {
+		if deployment == framework.LabelInProcess {
 			ginkgo.BeforeEach(func() { framework.RequireGantryAPIServer("MetadataPolicy admission in process") })
 		}
 		specs()

@@ -25,10 +25,6 @@ import (
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-// LabelLatency marks the latency measurement: `make bench-e2e` runs it; the
-// default e2e run leaves it out.
-const LabelLatency = "latency"
-
 const (
 	latencyPolicies = 100
 	latencyRounds   = 3
@@ -47,7 +43,7 @@ type target struct {
 // This measures, in one run, pod create latency with Gantry's admission off,
 // in-process and as a webhook, each with latencyPolicies MetadataPolicies in
 // the namespace. It prints figures and ratios and asserts nothing about time.
-var _ = framework.Describe("Admission latency", ginkgo.Label(framework.LabelMetadataPolicy, LabelLatency), func() {
+var _ = framework.Describe("Admission latency", ginkgo.Label(framework.LabelMetadataPolicy, framework.LabelLatency), func() {
 	ginkgo.It("is measured for pod creates with the plugins off, in-process and as a webhook", func(ctx ginkgo.SpecContext) {
 		tc := framework.TestContext
 		ginkgo.By("bringing up a second cluster, with the in-process plugins")

@@ -15,7 +15,7 @@ import (
 	"github.com/gantry-dev/gantry/e2e/framework"
 )
 
-var _ = framework.Describe("gantry-webhook manifests", ginkgo.Label(framework.LabelMetadataPolicy, "webhook"), func() {
+var _ = framework.Describe("gantry-webhook manifests", ginkgo.Label(framework.LabelMetadataPolicy, framework.LabelWebhook), func() {
 	ginkgo.It("render with kustomize and pass server-side validation", func(ctx ginkgo.SpecContext) {
 		tc := framework.TestContext
 		kubectl := filepath.Join(tc.Root, "_output", "bin", "kubectl")

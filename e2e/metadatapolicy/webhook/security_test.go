@@ -63,7 +63,7 @@ const (
 // These specs run the webhook as shipped: two replicas sharing one
 // certificate Secret behind a stand-in for the Service. They are Serial:
 // wiping the CA bundles refuses every other spec's pod creates meanwhile.
-var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.LabelMetadataPolicy, "webhook", framework.LabelSecurity), ginkgo.Serial, func() {
+var _ = framework.Describe("gantry-webhook as shipped", ginkgo.Label(framework.LabelMetadataPolicy, framework.LabelWebhook, framework.LabelSecurity), ginkgo.Serial, func() {
 	f := framework.NewFramework("webhook-replicas")
 
 	ginkgo.It("serves 500 pod creates without a failure, and each replica answers a review checked against the shared CA", func(ctx ginkgo.SpecContext) {

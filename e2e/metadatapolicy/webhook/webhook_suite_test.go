@@ -73,7 +73,7 @@ var (
 		framework.WithFakeNodesOnly(),
 		framework.WithSetup(startWebhook),
 	)
-	_ = specs.Register("webhook")
+	_ = specs.Register(framework.LabelWebhook)
 )
 
 // certSecretNamespace holds the replicas' shared certificate Secret:
