@@ -201,3 +201,37 @@ func (p *PodWrapper) Phase(phase v1.PodPhase) *PodWrapper {
 	p.Status.Phase = phase
 	return p
 }
+
+// Ports adds ports to the pod's container, e.g. a host port that only one
+// pod per node can hold.
+func (p *PodWrapper) Ports(ports ...v1.ContainerPort) *PodWrapper {
+	p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, ports...)
+	return p
+}
+
+// AntiAffinityExists adds a required pod anti-affinity to the pods that
+// carry a labelKey label: the pod is not scheduled into a topologyKey domain
+// (a node, for v1.LabelHostname) that already runs one.
+func (p *PodWrapper) AntiAffinityExists(labelKey, topologyKey string) *PodWrapper {
+	if p.Spec.Affinity == nil {
+		p.Spec.Affinity = &v1.Affinity{}
+	}
+	if p.Spec.Affinity.PodAntiAffinity == nil {
+		p.Spec.Affinity.PodAntiAffinity = &v1.PodAntiAffinity{}
+	}
+	anti := p.Spec.Affinity.PodAntiAffinity
+	anti.RequiredDuringSchedulingIgnoredDuringExecution = append(anti.RequiredDuringSchedulingIgnoredDuringExecution, v1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+			Key: labelKey, Operator: metav1.LabelSelectorOpExists,
+		}}},
+		TopologyKey: topologyKey,
+	})
+	return p
+}
+
+// ResourceClaims adds resource claims (dynamic resource allocation) to the
+// pod's spec.resourceClaims.
+func (p *PodWrapper) ResourceClaims(claims ...v1.PodResourceClaim) *PodWrapper {
+	p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, claims...)
+	return p
+}
