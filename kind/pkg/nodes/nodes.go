@@ -22,12 +22,6 @@ import (
 const (
 	// ManagedLabel marks the nodes this package makes.
 	ManagedLabel = "gantry.dev/kwok-node"
-	// KwokAnnotation is kwok.KwokAnnotation, for the one test outside kind/
-	// and e2e/ that still reads it here.
-	//
-	// Deprecated: use kwok.KwokAnnotation, which the kwok node-group provider
-	// owns.
-	KwokAnnotation = kwok.KwokAnnotation
 	// Region is the region label value of every node.
 	Region = "gantry-region-1"
 	// NamePrefix starts every node name.
