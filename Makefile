@@ -13,6 +13,8 @@ RUNTIME ?= local
 CONTROL_PLANE ?= gantry
 # Repetitions of `make bench`'s and `make bench-scheduler`'s benchmarks (compare only what one run printed).
 COUNT ?= 3
+# Which benchmarks `make bench-scheduler` runs (see hack/bench-scheduler.sh).
+WHAT ?= perf
 # Ginkgo label filter for `make e2e`, e.g. FOCUS=smoke.
 FOCUS ?=
 # Platforms of `make images` (multi-arch indexes) and registry of `make push`.
@@ -25,7 +27,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-scheduler-doc bench-reservation-cost bench-preemption-qps bench-provisioning verify lint test clean update
+.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning verify lint test clean update
 
 all: build
 
@@ -91,32 +93,14 @@ bench: build
 bench-e2e: build
 	$(GINKGO) -v --label-filter=latency ./e2e/metadatapolicy/webhook | grep -E '^(pod create|admission|off|in-process|webhook)'
 
-## bench-scheduler: upstream's scheduler_perf harness, upstream's default profile vs Gantry's, with and
-## without reservations, COUNT repetitions in one run; prints pods/s, spreads and ratios (benchstat)
-## (BENCH=<-bench regexp> to select workloads, LABELS=gantry-short for quick ones, PROFILE=1 for pprof,
-## COUNTERS=1 for attempt, preemption and API request counts).
+## bench-scheduler: the scheduler benchmarks of scheduler/bench, WHAT=perf (default: upstream's
+## scheduler_perf workloads, upstream's default profile vs Gantry's, with and without reservations),
+## qps (preemption at the scheduler's client limits), cost (what reservations cost each process) or
+## all; COUNT repetitions in one run; prints pods/s, spreads and ratios. `make bench-scheduler WHAT=all
+## DOC=1` regenerates docs/performance.md and its plot (hours at COUNT=3 on 2 cores). Knobs (BENCH,
+## LABELS, DOC, KEEP, OUT, PROFILE, COUNTERS, TRACE): hack/bench-scheduler.sh.
 bench-scheduler: build
-	COUNT=$(COUNT) hack/bench-scheduler.sh
-
-## bench-scheduler-doc: regenerates docs/performance.md and docs/performance.png: every scheduler
-## workload (upstream's shapes, reservations, preemption), the client-limit preemption benchmark and
-## the reservation cost benchmark, COUNT repetitions each (hours at COUNT=3 on 2 cores: 7 of its workloads took 26 min a repetition on a slow day).
-bench-scheduler-doc: build
-	COUNT=$(COUNT) hack/bench-preemption-qps.sh
-	COUNT=$(COUNT) $(BENCH_RESERVATION_COST)
-	COUNT=$(COUNT) DOC=1 LABELS="gantry gantry-preemption" hack/bench-scheduler.sh
-
-## bench-reservation-cost: Gantry's scheduler in its own process against etcd and kube-apiserver in
-## theirs, 10,000 pods on 5000 nodes without and with 3000 reservations; pods/s, CPU per pod of each
-## process, reservation status writes and their lag (BenchmarkReservationCost in scheduler/bench).
-BENCH_RESERVATION_COST := OUT=_output/bench-reservation-cost BENCH=BenchmarkReservationCost hack/bench-scheduler.sh
-bench-reservation-cost: build
-	COUNT=$(COUNT) $(BENCH_RESERVATION_COST)
-
-## bench-preemption-qps: upstream DefaultPreemption vs Gantry AsyncPreemption with the scheduler's
-## client at QPS 5000 and at production defaults (50/100), one run; pods/s, ratios, API calls per pod.
-bench-preemption-qps: build
-	COUNT=$(COUNT) hack/bench-preemption-qps.sh
+	WHAT=$(WHAT) COUNT=$(COUNT) hack/bench-scheduler.sh
 
 ## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
 e2e: build

@@ -3,13 +3,16 @@
 //
 //	perfreport benchstat -set profiles|reservations -bench bench.txt [-bench qps.txt] > benchstat-input.txt
 //	perfreport doc -bench bench.txt [-bench qps.txt] -items dir -benchstat benchstat.txt \
-//	    -machine machine.txt -command 'make bench-scheduler-doc' -out docs/performance.md -png docs/performance.png
+//	    -machine machine.txt -what all -count 3 -out docs/performance.md -png docs/performance.png
 //
 // "benchstat" rewrites throughput samples with the profile (or the number
 // of reservations) as a name key, for `benchstat -col /profile` (or
 // /reservations). "doc" writes the page: tables of means,
 // spreads and ratios of one run, and a PNG of pods/s against nodes and
-// against reservations.
+// against reservations. The page ends with the commands that regenerate
+// it: -command gives them, or perfreport works them out (commands.go) from
+// what `make bench-scheduler` was asked for (-what, -count, -select,
+// -labels, -keep) and from the results it reads.
 package main
 
 import (
@@ -44,7 +47,13 @@ func run(args []string) error {
 	items := fs.String("items", "", "scheduler_perf's data-items directory (with reservations.jsonl)")
 	bs := fs.String("benchstat", "", "benchstat's output, shown as it is")
 	machine := fs.String("machine", "", "a file describing the machine")
-	fs.Var(&commands, "command", "a command that regenerates the page (repeatable)")
+	fs.Var(&commands, "command", "a command that regenerates the page (repeatable; instead of -what...)")
+	var in runInfo
+	fs.StringVar(&in.what, "what", "", "the run's WHAT (perf, all), for the commands that regenerate the page")
+	fs.IntVar(&in.count, "count", 0, "the run's COUNT")
+	fs.StringVar(&in.bench, "select", "", "the run's BENCH, if set")
+	fs.StringVar(&in.labels, "labels", "", "the run's LABELS, if set")
+	fs.BoolVar(&in.keep, "keep", false, "the run's KEEP=1")
 	out := fs.String("out", "", "the Markdown file to write")
 	pngPath := fs.String("png", "", "the plot to write")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -80,11 +89,14 @@ func run(args []string) error {
 			return err
 		}
 	}
-	in := docInput{res: res, commands: commands}
+	if len(commands) == 0 && in.what != "" {
+		commands = regenerate(in, res)
+	}
+	doc := docInput{res: res, commands: commands}
 	for _, f := range []struct {
 		path string
 		dst  *string
-	}{{*bs, &in.benchstat}, {*machine, &in.machine}} {
+	}{{*bs, &doc.benchstat}, {*machine, &doc.machine}} {
 		if f.path == "" {
 			continue
 		}
@@ -98,14 +110,14 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	in.plot = filepath.ToSlash(rel)
+	doc.plot = filepath.ToSlash(rel)
 
 	var png bytes.Buffer
 	if err := writePlot(&png, plotPanels(res), 640, 420); err != nil {
 		return err
 	}
 	var md bytes.Buffer
-	writeDoc(&md, in)
+	writeDoc(&md, doc)
 	if err := os.WriteFile(*pngPath, png.Bytes(), 0o644); err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func TestDocAndPlot(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(doc), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"doc", "-bench", bench, "-items", dir, "-command", "make bench-scheduler-doc", "-out", doc, "-png", plot}); err != nil {
+	if err := run([]string{"doc", "-bench", bench, "-items", dir, "-what", "all", "-count", "3", "-out", doc, "-png", plot}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(doc)
@@ -154,7 +154,7 @@ func TestDocAndPlot(t *testing.T) {
 		"owners in reservations 1519/1520; Succeeded at the end 1400/1519; 150.0 (150.0–150.0, n=1) pods/s.",
 		"| 5000Nodes_10000Pods_3000Reservations | 126.8 (126.8–126.8, n=1) | 122.0 (122.0–122.0, n=1) | **0.96×** |",
 		"| 7.10 → 6.50; 6.60 → 7.90; 1.60 → 1.70 | 0.18; 17.20 | 3000 |",
-		"make bench-scheduler-doc",
+		"Regenerate this page (and its plot) with:\n\n```\nmake bench-scheduler WHAT=all DOC=1 COUNT=3\n```\n",
 	} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the page lacks %q:\n%s", want, md)

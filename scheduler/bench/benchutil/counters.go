@@ -1,12 +1,8 @@
-//go:build scheduler_perf
-
-package bench
+package benchutil
 
 import (
 	"context"
-	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,17 +10,17 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
-// countedFamilies are the scheduler's counters that say how a workload's
+// CountedFamilies are the scheduler's counters that say how a workload's
 // pods went through the queue: attempts by result, preemptions (upstream's
 // DefaultPreemption and Gantry's AsyncPreemption count their own), and why
 // pods entered each queue; and kube-apiserver's requests by resource, verb
 // and code (the process holds both), which show what a workload's API
 // writes were and whether any of them conflicted.
-var countedFamilies = []string{
+var CountedFamilies = []string{
 	"apiserver_request_total",
 	"scheduler_schedule_attempts_total",
 	"scheduler_preemption_attempts_total",
@@ -41,7 +37,7 @@ const counterSample = 200 * time.Millisecond
 
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// watchCounters, when $GANTRY_BENCH_COUNTERS is set, records for the
+// WatchCounters, when $GANTRY_BENCH_COUNTERS is set, records for the
 // workload benchmark the scheduler counters above and the FailedScheduling
 // events' messages (numbers replaced by N), and how many pods failed how
 // often, to $ARTIFACTS/counters.jsonl: where the time of a scheduler went
@@ -49,13 +45,13 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // cannot tell apart. The counters count from the moment it is called: what
 // they held then (the workload's nodes and reservations being made) is
 // subtracted. The FailedScheduling events are the whole workload's.
-func watchCounters(tCtx ktesting.TContext, benchmark string) {
-	if os.Getenv("GANTRY_BENCH_COUNTERS") == "" {
+func WatchCounters(tc T, client kubernetes.Interface, benchmark string) {
+	if os.Getenv(EnvCounters) == "" {
 		return
 	}
-	base, err := readCounters()
+	base, err := ReadCounters()
 	if err != nil {
-		tCtx.Logf("reading the counters: %v", err)
+		tc.Logf("reading the counters: %v", err)
 		return
 	}
 	var mu sync.Mutex
@@ -72,7 +68,7 @@ func watchCounters(tCtx ktesting.TContext, benchmark string) {
 				return
 			case <-t.C:
 			}
-			sample, err := readCounters()
+			sample, err := ReadCounters()
 			if err != nil {
 				continue
 			}
@@ -83,12 +79,12 @@ func watchCounters(tCtx ktesting.TContext, benchmark string) {
 			mu.Unlock()
 		}
 	}()
-	tCtx.Cleanup(func() {
+	tc.Cleanup(func() {
 		stop()
 		<-done
-		failures, perPod, err := failedScheduling(tCtx)
+		failures, perPod, err := failedScheduling(client)
 		if err != nil {
-			tCtx.Logf("reading FailedScheduling events: %v", err)
+			tc.Logf("reading FailedScheduling events: %v", err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -97,25 +93,18 @@ func watchCounters(tCtx ktesting.TContext, benchmark string) {
 				delete(seen, k)
 			}
 		}
-		tCtx.Logf("scheduler counters: %v; FailedScheduling: %v; pods by failures: %v", seen, failures, perPod)
-		dir := os.Getenv("ARTIFACTS")
-		if dir == "" {
-			return
-		}
-		line, err := json.Marshal(map[string]any{"benchmark": benchmark, "counters": seen,
-			"failedScheduling": failures, "podsByFailures": perPod})
-		if err == nil {
-			err = appendLine(filepath.Join(dir, "counters.jsonl"), line)
-		}
-		if err != nil {
-			tCtx.Logf("recording the counters: %v", err)
+		tc.Logf("scheduler counters: %v; FailedScheduling: %v; pods by failures: %v", seen, failures, perPod)
+		if err := AppendJSON(CountersFile, map[string]any{"benchmark": benchmark, "counters": seen,
+			"failedScheduling": failures, "podsByFailures": perPod}); err != nil {
+			tc.Logf("recording the counters: %v", err)
 		}
 	})
 }
 
-// readCounters reads the counted families' series once; a histogram counts
-// its samples.
-func readCounters() (map[string]float64, error) {
+// ReadCounters reads the series of CountedFamilies once, by name and
+// labels ("scheduler_schedule_attempts_total{profile=...,result=...}"); a
+// histogram counts its samples.
+func ReadCounters() (map[string]float64, error) {
 	fams, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		return nil, err
@@ -123,7 +112,7 @@ func readCounters() (map[string]float64, error) {
 	out := map[string]float64{}
 	for _, f := range fams {
 		name := f.GetName()
-		if !slices.Contains(countedFamilies, name) {
+		if !slices.Contains(CountedFamilies, name) {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -143,8 +132,8 @@ func readCounters() (map[string]float64, error) {
 
 // failedScheduling counts the FailedScheduling events by message, and the
 // pods by how many times they failed (an aggregated event counts its series).
-func failedScheduling(tCtx ktesting.TContext) (map[string]int, map[int]int, error) {
-	evs, err := tCtx.Client().EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
+func failedScheduling(client kubernetes.Interface) (map[string]int, map[int]int, error) {
+	evs, err := client.EventsV1().Events("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,18 +1,11 @@
 //go:build scheduler_perf
 
-package bench
+package qps
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"io"
-	"maps"
-	"math"
 	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +13,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/textlogger"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
-	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
+	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
+
+func TestMain(m *testing.M) { benchutil.Main(m) }
 
 // Preemption throughput under the scheduler's own client rate limits.
 // scheduler_perf gives its scheduler a client of QPS 5000 and no way to
@@ -51,7 +42,7 @@ const (
 const upstreamProfile = ""
 
 func BenchmarkPreemptionClientQPS(b *testing.B) {
-	quietSchedulerLogs(b)
+	benchutil.QuietSchedulerLogs(b)
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
@@ -94,7 +85,7 @@ const (
 // cumulative exponential schedule (1s, 2s, 4s, 8s, then 10s each) up to
 // its first retry after the fault ends.
 func BenchmarkPreemptionVictimDeleteFaults(b *testing.B) {
-	quietSchedulerLogs(b)
+	benchutil.QuietSchedulerLogs(b)
 	for _, prof := range []struct{ name, plugins string }{
 		{"UpstreamPreemption", upstreamProfile},
 		{"GantryPreemption", schedtest.GantryProfile},
@@ -107,46 +98,9 @@ func BenchmarkPreemptionVictimDeleteFaults(b *testing.B) {
 	}
 }
 
-// backoffBefore is the cumulative backoff of a preemptor that fails from
-// its first attempt until at least end: 1s, 2s, 4s, 8s, then 10s a retry.
-func backoffBefore(first, end time.Time) time.Duration {
-	var total time.Duration
-	for step := time.Second; first.Add(total).Before(end); step = min(2*step, 10*time.Second) {
-		total += step
-	}
-	return total
-}
-
-// quietSchedulerLogs sends the schedulers' logs, which would interleave
-// with the benchmark's result lines, to $ARTIFACTS/preemption-qps.log (or
-// nowhere) until b's cleanup: called before the benchmark sets up its
-// cluster, it outlasts the schedulers that cluster's cleanup stops. Then
-// klog writes its own text output to stderr again. Setting back what
-// klog.Background() returned is no restore: once SetLogger has replaced a
-// contextual logger, Background() is klogr, which logs through klog, and
-// with klogr set klog called itself until the stack overflowed.
-func quietSchedulerLogs(b *testing.B) {
-	out := io.Discard
-	var f *os.File
-	if dir := os.Getenv("ARTIFACTS"); dir != "" {
-		var err error
-		if f, err = os.OpenFile(filepath.Join(dir, "preemption-qps.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		out = f
-	}
-	klog.SetLogger(textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(out))))
-	b.Cleanup(func() {
-		klog.ClearLogger()
-		if f != nil {
-			f.Close()
-		}
-	})
-}
-
 func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, preemptors int, fault time.Duration) {
 	b.StopTimer()
-	e := setupUnthrottled(b)
+	e := benchutil.SetupUnthrottled(b)
 	ctx := context.Background()
 	for name, value := range map[string]int32{"low": 1, "high": 1000} {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
@@ -158,12 +112,12 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 	var low []*v1.Pod
 	for n := range qpsNodes {
 		for i := range qpsCPUPerNode {
-			p := benchPod(fmt.Sprintf("low-%d-%d", n, i), "low")
+			p := benchutil.Pod(fmt.Sprintf("low-%d-%d", n, i), "low")
 			p.Spec.NodeName = fmt.Sprintf("node-%d", n)
 			low = append(low, p)
 		}
 	}
-	createAll(b, e, low)
+	benchutil.CreatePods(b, e, low)
 	s := e.StartSchedulerQPS(profile, qps, burst)
 	// The scheduler starts measuring once its cache holds every bound pod
 	// and it is scheduling: a pod that requests nothing (it fits beside
@@ -174,7 +128,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 		n, err := s.Sched.Cache.PodCount()
 		return err == nil && n == len(low)
 	})
-	warm := st.MakePod().Namespace("default").Name("warm-up").Container("pause").Obj()
+	warm := wrappers.MakePod("warm-up", "default").Obj()
 	if _, err := e.Client.CoreV1().Pods("default").Create(ctx, warm, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
@@ -189,10 +143,10 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 
 	var high []*v1.Pod
 	for i := range preemptors {
-		high = append(high, benchPod(fmt.Sprintf("high-%d", i), "high"))
+		high = append(high, benchutil.Pod(fmt.Sprintf("high-%d", i), "high"))
 	}
 	before := e.Faults.Counts()
-	countersBefore, err := readCounters()
+	countersBefore, err := benchutil.ReadCounters()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -205,7 +159,7 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 		stop := time.AfterFunc(fault, e.Faults.Clear)
 		defer stop.Stop()
 	}
-	createAll(b, e, high)
+	benchutil.CreatePods(b, e, high)
 	util.Must(b).Until(ctx, util.BenchmarkTimeout, "preemptors bound", func(ctx context.Context) bool {
 		list, err := e.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "role=high"})
 		if err != nil {
@@ -237,10 +191,10 @@ func runPreemptionQPS(b *testing.B, profile string, qps float32, burst int32, pr
 	b.ReportMetric(per(http.MethodDelete, "/pods/low-"), "victim-deletes/pod")
 	b.ReportMetric(per(http.MethodPatch, "/pods/"), "pod-patches/pod")
 	b.ReportMetric(per(http.MethodPost, "/binding"), "binds/pod")
-	total, byResource := callsSince(before, after)
+	total, byResource := benchutil.CallsSince(before, after)
 	b.ReportMetric(float64(total)/float64(preemptors), "api-calls/pod")
-	b.Logf("API calls while measured, per preemptor: %s", perPod(byResource, preemptors))
-	countersAfter, err := readCounters()
+	b.Logf("API calls while measured, per preemptor: %s", benchutil.PerPod(byResource, preemptors))
+	countersAfter, err := benchutil.ReadCounters()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -280,118 +234,8 @@ func reportFaultLatency(b *testing.B, e *schedtest.Env, preemptors int, created,
 		took = append(took, d.Seconds())
 		excess = append(excess, (d - backoffBefore(first, faultEnd)).Seconds())
 	}
-	b.ReportMetric(percentile(took, 0.50), "s-to-bind-p50")
-	b.ReportMetric(percentile(took, 0.99), "s-to-bind-p99")
-	b.ReportMetric(percentile(excess, 0.99), "s-over-backoff-p99")
-}
-
-// setupUnthrottled is schedtest.Setup whose Env.Client and Env.Gantry,
-// the benchmark's own (nodes, pods, reservations, polls), have no practical
-// rate limit.
-func setupUnthrottled(b *testing.B) *schedtest.Env {
-	b.Helper()
-	e := schedtest.Setup(b)
-	fast := rest.CopyConfig(e.Config)
-	fast.QPS, fast.Burst = 5000, 5000
-	e.Client = kubernetes.NewForConfigOrDie(fast)
-	e.Gantry = gantryclient.NewForConfigOrDie(fast)
-	return e
-}
-
-// percentile is the nearest-rank percentile of vs (0 < q <= 1).
-func percentile(vs []float64, q float64) float64 {
-	sorted := slices.Clone(vs)
-	slices.Sort(sorted)
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
-}
-
-func benchPod(name, class string) *v1.Pod {
-	p := st.MakePod().Namespace("default").Name(name).Label("role", class).
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	p.Spec.PriorityClassName = class
-	p.Spec.TerminationGracePeriodSeconds = new(int64) // no kubelet: deleted at once
-	return p
-}
-
-// createAll creates pods with 16 concurrent calls of the test's own
-// (unthrottled) client.
-func createAll(b *testing.B, e *schedtest.Env, pods []*v1.Pod) {
-	b.Helper()
-	inParallel(b, len(pods), 16, func(i int) error {
-		_, err := e.Client.CoreV1().Pods(pods[i].Namespace).Create(context.Background(), pods[i], metav1.CreateOptions{})
-		return err
-	})
-}
-
-// callsSince is how many requests the proxy saw between two of its counts,
-// in all and by method and resource ("PATCH pods/status").
-func callsSince(before, after map[string]int) (int, map[string]int) {
-	total, by := 0, map[string]int{}
-	for k, n := range after {
-		if d := n - before[k]; d > 0 {
-			method, path, _ := strings.Cut(k, " ")
-			by[method+" "+resourceOf(path)] += d
-			total += d
-		}
-	}
-	return total, by
-}
-
-// resourceOf is the resource, with its subresource, that a request path
-// names: "pods/binding" for /api/v1/namespaces/default/pods/p/binding.
-func resourceOf(path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return path
-	}
-	if len(parts) > 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	switch len(parts) {
-	case 0:
-		return path
-	case 1, 2:
-		return parts[0]
-	default:
-		return parts[0] + "/" + parts[2]
-	}
-}
-
-// perPod lists counts divided by n, the most frequent first.
-func perPod(counts map[string]int, n int) string {
-	keys := slices.Collect(maps.Keys(counts))
-	slices.SortFunc(keys, func(a, b string) int {
-		if c := cmp.Compare(counts[b], counts[a]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s %.3g", k, float64(counts[k])/float64(n)))
-	}
-	return strings.Join(parts, ", ")
-}
-
-func TestResourceOf(t *testing.T) {
-	for path, want := range map[string]string{
-		"/api/v1/namespaces/default/pods/high-1/binding": "pods/binding",
-		"/api/v1/namespaces/default/pods/high-1/status":  "pods/status",
-		"/api/v1/namespaces/default/pods/low-1-2":        "pods",
-		"/api/v1/pods":               "pods",
-		"/api/v1/namespaces/default": "namespaces",
-		"/apis/events.k8s.io/v1/namespaces/default/events":           "events",
-		"/apis/scheduling.gantry.dev/v1alpha1/reservations/r/status": "reservations/status",
-		"/healthz": "/healthz",
-	} {
-		if got := resourceOf(path); got != want {
-			t.Errorf("resourceOf(%q) = %q, want %q", path, got, want)
-		}
-	}
+	tookPct := benchutil.Percentiles(took, 0.50, 0.99)
+	b.ReportMetric(tookPct[0], "s-to-bind-p50")
+	b.ReportMetric(tookPct[1], "s-to-bind-p99")
+	b.ReportMetric(benchutil.Percentiles(excess, 0.99)[0], "s-over-backoff-p99")
 }

@@ -1,9 +1,6 @@
-//go:build scheduler_perf
-
-package bench
+package benchutil
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,11 +9,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"k8s.io/kubernetes/test/utils/ktesting"
 )
 
-// recordCPU appends to $ARTIFACTS/cpu.jsonl, for the workload benchmark,
+// RecordCPU appends to $ARTIFACTS/cpu.jsonl, for the workload benchmark,
 // the wall time from now (its nodes and reservations in place) to its end
 // and the CPU time spent meanwhile by this process (scheduler,
 // kube-apiserver and harness) and by its child processes (etcd), with the
@@ -26,25 +21,21 @@ import (
 // the live heap say how much of the process's time was its; the
 // goroutines, whether earlier workloads left work running. It costs two
 // reads of /proc and of runtime/metrics, so it is always on.
-func recordCPU(tCtx ktesting.TContext, benchmark string) {
-	dir := os.Getenv("ARTIFACTS")
-	if dir == "" {
+func RecordCPU(tc T, benchmark string) {
+	if Artifacts() == "" {
 		return
 	}
-	start, self, children, gc, goroutines := time.Now(), selfCPU(), childrenCPU(), readGC(), runtime.NumGoroutine()
-	tCtx.Cleanup(func() {
+	start, self, children, gc, goroutines := time.Now(), SelfCPU(), ChildrenCPU(), readGC(), runtime.NumGoroutine()
+	tc.Cleanup(func() {
 		end := readGC()
-		line, err := json.Marshal(map[string]any{"benchmark": benchmark, "cpus": runtime.NumCPU(),
-			"wallSeconds": time.Since(start).Seconds(), "processCPUSeconds": (selfCPU() - self).Seconds(),
-			"childCPUSeconds": (childrenCPU() - children).Seconds(),
+		err := AppendJSON(CPUFile, map[string]any{"benchmark": benchmark, "cpus": runtime.NumCPU(),
+			"wallSeconds": time.Since(start).Seconds(), "processCPUSeconds": (SelfCPU() - self).Seconds(),
+			"childCPUSeconds": (ChildrenCPU() - children).Seconds(),
 			"gcCPUSeconds":    end[gcCPU] - gc[gcCPU], "gcCycles": end[gcCycles] - gc[gcCycles],
 			"liveHeapStartMB": gc[liveHeap] / (1 << 20), "liveHeapEndMB": end[liveHeap] / (1 << 20),
 			"goroutinesStart": goroutines, "goroutinesEnd": runtime.NumGoroutine()})
-		if err == nil {
-			err = appendLine(filepath.Join(dir, "cpu.jsonl"), line)
-		}
 		if err != nil {
-			tCtx.Logf("recording CPU use: %v", err)
+			tc.Logf("recording CPU use: %v", err)
 		}
 	})
 }
@@ -72,7 +63,8 @@ func readGC() map[string]float64 {
 	return out
 }
 
-func selfCPU() time.Duration {
+// SelfCPU is the CPU time, user and system, this process has spent so far.
+func SelfCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
@@ -80,9 +72,9 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// childrenCPU is the CPU time of this process's running children, from
+// ChildrenCPU is the CPU time of this process's running children, from
 // /proc (getrusage counts only children that have exited).
-func childrenCPU() time.Duration {
+func ChildrenCPU() time.Duration {
 	var sum time.Duration
 	for _, d := range childCPUByName() {
 		sum += d
@@ -90,11 +82,11 @@ func childrenCPU() time.Duration {
 	return sum
 }
 
-// processCPU is the CPU time so far of this process (key "") and of its
+// ProcessCPU is the CPU time so far of this process (key "") and of its
 // running children, by command name ("etcd", "kube-apiserver").
-func processCPU() map[string]time.Duration {
+func ProcessCPU() map[string]time.Duration {
 	cpu := childCPUByName()
-	cpu[""] = selfCPU()
+	cpu[""] = SelfCPU()
 	return cpu
 }
 

@@ -1,30 +1,25 @@
 //go:build scheduler_perf
 
-package bench
+package cost
 
 import (
 	"context"
 	"fmt"
-	"os"
-	"runtime/pprof"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
+
+func TestMain(m *testing.M) { benchutil.Main(m) }
 
 // What reservations cost each process, as on a production control plane.
 // scheduler_perf runs kube-apiserver and the scheduler in one process: they
@@ -58,7 +53,7 @@ func BenchmarkReservationCost(b *testing.B) {
 				name += fmt.Sprintf("_%dReservations", n)
 			}
 			b.Run(name, func(b *testing.B) {
-				quietSchedulerLogs(b)
+				benchutil.QuietSchedulerLogs(b)
 				runReservationCost(b, n)
 			})
 		}
@@ -67,7 +62,7 @@ func BenchmarkReservationCost(b *testing.B) {
 
 func runReservationCost(b *testing.B, reservations int) {
 	b.StopTimer()
-	e := setupUnthrottled(b)
+	e := benchutil.SetupUnthrottled(b)
 	ctx := context.Background()
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "owners"}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
@@ -78,45 +73,45 @@ func runReservationCost(b *testing.B, reservations int) {
 		return s.Sched.Cache.NodeCount() == costNodes
 	})
 	for i := range reservations {
-		r := wrappers.MakeReservation(fmt.Sprintf("bench-%d", i), "cpu", "100m", "memory", "500Mi").
-			OwnerLabels("owners", map[string]string{"app": "owner"}).Obj()
-		if _, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		if _, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(ctx, benchutil.OwnerReservation(i), metav1.CreateOptions{}); err != nil {
 			b.Fatalf("creating reservation %d: %v", i, err)
 		}
 	}
 	if err := util.PollSlowly(ctx, util.BenchmarkTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
 		list, err := e.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{})
-		return err == nil && countPhase(list.Items, schedv1alpha1.ReservationAvailable) == reservations, err
+		return err == nil && benchutil.CountPhase(list.Items, schedv1alpha1.ReservationAvailable) == reservations, err
 	}); err != nil {
 		b.Fatal(err)
 	}
 
 	var pods []*v1.Pod
 	for i := range costPods {
-		p := st.MakePod().Namespace("default").Name(fmt.Sprintf("other-%d", i)).
-			Req(map[v1.ResourceName]string{v1.ResourceCPU: "100m", v1.ResourceMemory: "500Mi"}).Obj()
+		p := wrappers.MakePod(fmt.Sprintf("other-%d", i), "default").Requests("cpu", "100m", "memory", "500Mi").Obj()
 		if i%2 == 0 {
 			p.Namespace, p.Name, p.Labels = "owners", fmt.Sprintf("owner-%d", i), map[string]string{"app": "owner"}
 		}
 		pods = append(pods, p)
 	}
-	bound := newBoundWatch(b, e.Client)
-	defer bound.stop()
+	bound, err := benchutil.CountBoundPods(e.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bound.Stop()
 	before := e.Faults.Counts()
-	cpuBefore := processCPU()
+	cpuBefore := benchutil.ProcessCPU()
 	stopProfiles := profileCost(b, e)
 	b.StartTimer()
 	start := time.Now()
-	createAll(b, e, pods)
+	benchutil.CreatePods(b, e, pods)
 	util.Must(b).Until(ctx, util.BenchmarkTimeout, "pods bound", func(context.Context) bool {
-		n, _ := bound.counts()
+		n, _ := bound.Counts()
 		return n == costPods
 	})
 	elapsed := time.Since(start)
 	b.StopTimer()
 	stopProfiles()
-	cpuAfter := processCPU()
-	_, allocated := bound.counts()
+	cpuAfter := benchutil.ProcessCPU()
+	_, allocated := bound.Counts()
 	b.ReportMetric(float64(costPods)/elapsed.Seconds(), "pods/s")
 	for _, p := range []struct{ name, unit string }{
 		{"", "scheduler-cpu-ms/pod"}, {"kube-apiserver", "apiserver-cpu-ms/pod"}, {"etcd", "etcd-cpu-ms/pod"},
@@ -124,9 +119,9 @@ func runReservationCost(b *testing.B, reservations int) {
 		b.ReportMetric(float64((cpuAfter[p.name]-cpuBefore[p.name]).Microseconds())/1000/costPods, p.unit)
 	}
 	b.ReportMetric(float64(allocated), "owners-in-reservations")
-	_, byResource := callsSince(before, e.Faults.Counts())
+	_, byResource := benchutil.CallsSince(before, e.Faults.Counts())
 	b.ReportMetric(float64(byResource["PUT reservations/status"])/costPods, "status-writes/pod")
-	b.Logf("the scheduler's API calls while measured, per pod: %s", perPod(byResource, costPods))
+	b.Logf("the scheduler's API calls while measured, per pod: %s", benchutil.PerPod(byResource, costPods))
 	want := min(reservations, costPods/2)
 	if allocated != want {
 		b.Fatalf("%d owners bound into reservations, want %d", allocated, want)
@@ -147,11 +142,11 @@ func runReservationCost(b *testing.B, reservations int) {
 			return false, err
 		}
 		final = list.Items
-		return countPhase(final, schedv1alpha1.ReservationSucceeded) == want, nil
+		return benchutil.CountPhase(final, schedv1alpha1.ReservationSucceeded) == want, nil
 	}); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(statusLag(final, start.Add(elapsed)).Seconds(), "status-lag-s")
+	b.ReportMetric(benchutil.StatusLag(final, start.Add(elapsed)).Seconds(), "status-lag-s")
 }
 
 // costProfileSeconds is how much of the measured part kube-apiserver's CPU
@@ -163,94 +158,22 @@ const costProfileSeconds = 60
 
 // profileCost, when $GANTRY_BENCH_PROFILE_DIR is set, profiles the CPU of
 // this process (scheduler and harness) from now until the returned function
-// is called, into <dir>/<benchmark>.cpu.pprof, and kube-apiserver's over the
-// first costProfileSeconds from now (its /debug/pprof/profile), into
-// <dir>/<benchmark>.apiserver.cpu.pprof. The returned function (also run
-// at the benchmark's cleanup, at most once) waits for both.
+// is called, and kube-apiserver's over the first costProfileSeconds from
+// now (benchutil.Profiles), named after the benchmark. The returned
+// function (also run at the benchmark's cleanup, at most once: a benchmark
+// that fails while measured stops the profile too, so that the next one can
+// start its own) waits for both.
 func profileCost(b *testing.B, e *schedtest.Env) (stop func()) {
-	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
-	if dir == "" {
-		return func() {}
-	}
-	base := profileBase(dir, b.Name())
-	cpu, err := os.Create(base + ".cpu.pprof")
+	stopProfiles, err := benchutil.StartProfiles(b.Name(), e.Client.CoreV1().RESTClient(),
+		benchutil.Profiles{CPU: true, APIServerCPU: costProfileSeconds * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := pprof.StartCPUProfile(cpu); err != nil {
-		cpu.Close()
-		b.Fatalf("starting the CPU profile (not with -test.cpuprofile): %v", err)
-	}
-	apiserver := make(chan error, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*costProfileSeconds*time.Second)
-		defer cancel()
-		raw, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
-			Param("seconds", strconv.Itoa(costProfileSeconds)).DoRaw(ctx)
-		if err == nil {
-			err = os.WriteFile(base+".apiserver.cpu.pprof", raw, 0o644)
-		}
-		apiserver <- err
-	}()
-	// A benchmark that fails while measured stops the profile too, so that
-	// the next one can start its own.
 	stop = sync.OnceFunc(func() {
-		pprof.StopCPUProfile()
-		if err := cpu.Close(); err != nil {
-			b.Errorf("writing %s: %v", cpu.Name(), err)
-		}
-		if err := <-apiserver; err != nil {
-			b.Errorf("kube-apiserver's CPU profile: %v", err)
+		if err := stopProfiles(); err != nil {
+			b.Error(err)
 		}
 	})
 	b.Cleanup(stop)
 	return stop
-}
-
-// boundWatch counts, through a pod informer of its own, the pods bound and
-// those bound into a reservation.
-type boundWatch struct {
-	mu        sync.Mutex
-	bound     map[types.UID]bool // true: bound into a reservation
-	allocated int
-	stop      context.CancelFunc
-}
-
-func newBoundWatch(b *testing.B, client kubernetes.Interface) *boundWatch {
-	w := &boundWatch{bound: map[types.UID]bool{}}
-	inf := informers.NewSharedInformerFactory(client, 0).Core().V1().Pods().Informer()
-	observe := func(obj any) {
-		p, ok := obj.(*v1.Pod)
-		if !ok || p.Spec.NodeName == "" {
-			return
-		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if _, seen := w.bound[p.UID]; seen {
-			return
-		}
-		inReservation := p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
-		w.bound[p.UID] = inReservation
-		if inReservation {
-			w.allocated++
-		}
-	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w.stop = cancel
-	go inf.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		b.Fatal("pod informer did not sync")
-	}
-	return w
-}
-
-func (w *boundWatch) counts() (bound, allocated int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.bound), w.allocated
 }

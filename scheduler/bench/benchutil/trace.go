@@ -1,18 +1,15 @@
-//go:build scheduler_perf
-
-package bench
+package benchutil
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/client-go/kubernetes"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
@@ -27,17 +24,17 @@ type podTrace struct {
 	allocated bool
 }
 
-// tracePods, when $GANTRY_BENCH_TRACE is set, records for the workload
+// TracePods, when $GANTRY_BENCH_TRACE is set, records for the workload
 // benchmark every pod the watch saw created unbound and then bound: its
-// namespace, the times of both events from the moment tracePods was
+// namespace, the times of both events from the moment TracePods was
 // called (the workload's nodes and reservations in place), and whether it
 // was bound into a reservation. The lines go to $ARTIFACTS/pods.csv, one
 // per pod, with the benchmark's name: where in a workload's run its pods
 // waited, and which ones (owners with a reservation, owners without one,
 // other pods), which a throughput average or a latency percentile cannot
 // tell.
-func tracePods(tCtx ktesting.TContext, benchmark string) {
-	if os.Getenv("GANTRY_BENCH_TRACE") == "" {
+func TracePods(tc T, client kubernetes.Interface, benchmark string) {
+	if os.Getenv(EnvTrace) == "" {
 		return
 	}
 	start := time.Now()
@@ -59,11 +56,14 @@ func tracePods(tCtx ktesting.TContext, benchmark string) {
 			t.allocated = p.Annotations[schedv1alpha1.AnnotationAllocated] != ""
 		}
 	}
-	stop := watchPods(tCtx, "", observe)
-	tCtx.Cleanup(func() {
+	stop, err := WatchPods(client, "", observe)
+	if err != nil {
+		tc.Logf("tracing pods: %v", err)
+		return
+	}
+	tc.Cleanup(func() {
 		stop()
-		dir := os.Getenv("ARTIFACTS")
-		if dir == "" {
+		if Artifacts() == "" {
 			return
 		}
 		mu.Lock()
@@ -79,8 +79,8 @@ func tracePods(tCtx ktesting.TContext, benchmark string) {
 		if b.Len() == 0 {
 			return
 		}
-		if err := appendLine(filepath.Join(dir, "pods.csv"), []byte(strings.TrimSuffix(b.String(), "\n"))); err != nil {
-			tCtx.Logf("recording the pod trace: %v", err)
+		if err := AppendLines(PodTraceFile, strings.TrimSuffix(b.String(), "\n")); err != nil {
+			tc.Logf("recording the pod trace: %v", err)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 //go:build scheduler_perf
 
-package bench
+package cost
 
 import (
 	"bufio"
@@ -8,10 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
-	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // What one reservation status write costs kube-apiserver and etcd, by how
@@ -97,12 +95,12 @@ func BenchmarkReservationStatusWrite(b *testing.B) {
 		}},
 	} {
 		b.Run(v.name, func(b *testing.B) {
-			quietSchedulerLogs(b)
+			benchutil.QuietSchedulerLogs(b)
 			runStatusWrites(b, v.write)
 		})
 	}
 	b.Run("PodStatus", func(b *testing.B) {
-		quietSchedulerLogs(b)
+		benchutil.QuietSchedulerLogs(b)
 		runPodStatusWrites(b)
 	})
 }
@@ -112,14 +110,12 @@ func BenchmarkReservationStatusWrite(b *testing.B) {
 // gives a consumed reservation.
 func runStatusWrites(b *testing.B, write func(context.Context, *schedtest.Env, *schedv1alpha1.Reservation) error) {
 	b.StopTimer()
-	e := setupUnthrottled(b)
+	e := benchutil.SetupUnthrottled(b)
 	ctx := context.Background()
 	rs := e.Gantry.SchedulingV1alpha1().Reservations()
 	available := make([]*schedv1alpha1.Reservation, statusWrites)
-	inParallel(b, statusWrites, 16, func(i int) error {
-		r := wrappers.MakeReservation(fmt.Sprintf("bench-%d", i), "cpu", "100m", "memory", "500Mi").
-			OwnerLabels("owners", map[string]string{"app": "owner"}).Obj()
-		r, err := rs.Create(ctx, r, metav1.CreateOptions{})
+	benchutil.InParallel(b, statusWrites, 16, func(i int) error {
+		r, err := rs.Create(ctx, benchutil.OwnerReservation(i), metav1.CreateOptions{})
 		if err != nil {
 			return err
 		}
@@ -158,11 +154,11 @@ func runStatusWrites(b *testing.B, write func(context.Context, *schedtest.Env, *
 // created (not measured), then a condition written into each one's status.
 func runPodStatusWrites(b *testing.B) {
 	b.StopTimer()
-	e := setupUnthrottled(b)
+	e := benchutil.SetupUnthrottled(b)
 	ctx := context.Background()
 	pods := make([]*v1.Pod, statusWrites)
-	inParallel(b, statusWrites, 16, func(i int) error {
-		p, err := e.Client.CoreV1().Pods("default").Create(ctx, benchPod(fmt.Sprintf("pod-%d", i), ""), metav1.CreateOptions{})
+	benchutil.InParallel(b, statusWrites, 16, func(i int) error {
+		p, err := e.Client.CoreV1().Pods("default").Create(ctx, benchutil.Pod(fmt.Sprintf("pod-%d", i), ""), metav1.CreateOptions{})
 		pods[i] = p
 		return err
 	})
@@ -203,12 +199,15 @@ func measureWrites(b *testing.B, e *schedtest.Env, watchFrom func(context.Contex
 			}
 		}
 	}()
-	saveAllocs := apiserverAllocsProfile(b, e)
+	saveAllocs, err := benchutil.StartProfiles(b.Name(), e.Client.CoreV1().RESTClient(), benchutil.Profiles{APIServerAllocs: true})
+	if err != nil {
+		b.Error(err)
+	}
 	allocBefore := apiserverAllocBytes(b, e)
-	cpuBefore := processCPU()
+	cpuBefore := benchutil.ProcessCPU()
 	b.StartTimer()
 	start := time.Now()
-	inParallel(b, statusWrites, statusWriteWorkers, write)
+	benchutil.InParallel(b, statusWrites, statusWriteWorkers, write)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
@@ -216,9 +215,11 @@ func measureWrites(b *testing.B, e *schedtest.Env, watchFrom func(context.Contex
 	}); err != nil {
 		b.Fatalf("the watch delivered %d of %d writes: %v", seen.Load(), statusWrites, err)
 	}
-	cpuAfter := processCPU()
+	cpuAfter := benchutil.ProcessCPU()
 	allocAfter := apiserverAllocBytes(b, e)
-	saveAllocs()
+	if err := saveAllocs(); err != nil {
+		b.Error(err)
+	}
 	b.ReportMetric(statusWrites/elapsed.Seconds(), "writes/s")
 	for _, p := range []struct{ name, unit string }{
 		{"", "client-cpu-ms/write"}, {"kube-apiserver", "apiserver-cpu-ms/write"}, {"etcd", "etcd-cpu-ms/write"},
@@ -228,67 +229,10 @@ func measureWrites(b *testing.B, e *schedtest.Env, watchFrom func(context.Contex
 	b.ReportMetric((allocAfter-allocBefore)/1024/statusWrites, "apiserver-alloc-KB/write")
 }
 
-// inParallel runs f(0..n-1) from workers goroutines, failing b on the
-// first error.
-func inParallel(b *testing.B, n, workers int, f func(int) error) {
-	b.Helper()
-	next := make(chan int)
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(i); err != nil {
-					select {
-					case errs <- fmt.Errorf("item %d: %w", i, err):
-					default:
-					}
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
-}
-
 func benchCondition(r *schedv1alpha1.Reservation, typ string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: r.Generation,
 	})
-}
-
-// apiserverAllocsProfile, when $GANTRY_BENCH_PROFILE_DIR is set, saves
-// kube-apiserver's allocation profile (cumulative since it started) now and
-// when the returned function is called, into
-// <dir>/<benchmark>.apiserver.allocs.{before,after}.pprof: `go tool pprof
-// -base <before> <after>` shows what the writes allocated.
-func apiserverAllocsProfile(b *testing.B, e *schedtest.Env) (after func()) {
-	dir := os.Getenv("GANTRY_BENCH_PROFILE_DIR")
-	if dir == "" {
-		return func() {}
-	}
-	base := profileBase(dir, b.Name())
-	save := func(when string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		raw, err := e.Client.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/allocs").DoRaw(ctx)
-		if err == nil {
-			err = os.WriteFile(base+".apiserver.allocs."+when+".pprof", raw, 0o644)
-		}
-		if err != nil {
-			b.Errorf("kube-apiserver's allocation profile: %v", err)
-		}
-	}
-	save("before")
-	return func() { save("after") }
 }
 
 // apiserverAllocBytes is kube-apiserver's go_memstats_alloc_bytes_total:
