@@ -181,6 +181,7 @@ for h in "${harnesses[@]}"; do
     cost)
       [[ -z "${PROFILE:-}" ]] || export GANTRY_BENCH_PROFILE_DIR="${out}/cost"
       run_harness cost "${BENCH:-BenchmarkReservationCost}" -test.benchtime=1ns -test.timeout 300m
+      grep -E '^Benchmark[^[:space:]]+[[:space:]]+[0-9]+[[:space:]]' "${out}/cost/bench.txt"
       unset GANTRY_BENCH_PROFILE_DIR
       ;;
     perf)
