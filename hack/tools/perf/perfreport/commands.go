@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -17,10 +18,13 @@ type runInfo struct {
 
 // otherHarnesses are the harnesses whose results a page made by a run of
 // WHAT=perf takes in from earlier runs of their own: the selector that runs
-// each, and the suite of its results whose repetitions are counted.
-var otherHarnesses = []struct{ what, suite string }{
-	{"qps", "PreemptionClientQPS"},
-	{"cost", "ReservationCost"},
+// each, and the suites of its results, whose repetitions are counted.
+var otherHarnesses = []struct {
+	what   string
+	suites []string
+}{
+	{"qps", []string{"PreemptionClientQPS", "PreemptionVictimDeleteFaults"}},
+	{"cost", []string{"ReservationCost"}},
 }
 
 // everything is the command that regenerates the whole page.
@@ -42,7 +46,7 @@ func regenerate(in runInfo, r *results) []string {
 			if h.what == in.what {
 				continue
 			}
-			if n := r.repetitions(h.suite); n > 0 {
+			if n := r.repetitions(h.suites...); n > 0 {
 				out = append(out, fmt.Sprintf("make bench-scheduler WHAT=%s COUNT=%d", h.what, n))
 			}
 		}
@@ -61,12 +65,12 @@ func regenerate(in runInfo, r *results) []string {
 		"# Everything (every workload, hours at COUNT=3 on 2 cores): "+everything(3))
 }
 
-// repetitions is how many times the run repeated the benchmarks of suite:
-// the most samples any one of them has of any figure.
-func (r *results) repetitions(suite string) int {
+// repetitions is how many times the run repeated the benchmarks of
+// suites: the most samples any one of them has of any figure.
+func (r *results) repetitions(suites ...string) int {
 	n := 0
 	for _, k := range r.order {
-		if k.Suite != suite {
+		if !slices.Contains(suites, k.Suite) {
 			continue
 		}
 		for _, vs := range r.metrics[k] {

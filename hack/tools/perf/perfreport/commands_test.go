@@ -9,8 +9,7 @@ import (
 func TestCommands(t *testing.T) {
 	const all3 = "# Everything (every workload, hours at COUNT=3 on 2 cores): make bench-scheduler WHAT=all DOC=1 COUNT=3"
 	// benchOutput has one repetition of each preemption-under-faults case
-	// and of each reservation-cost workload, none of
-	// BenchmarkPreemptionClientQPS.
+	// (a qps benchmark) and of each reservation-cost workload.
 	withCost := readTestResults(t)
 	withQPS := newResults()
 	qps := "BenchmarkPreemptionClientQPS/UpstreamPreemption/QPS50-2  1  9 ns/op  20 pods/s\n" +
@@ -37,6 +36,7 @@ func TestCommands(t *testing.T) {
 			run: runInfo{what: "perf", count: 3, bench: "BenchmarkPerfScheduling/Gantry", labels: "gantry gantry-preemption", keep: true},
 			res: withCost,
 			want: []string{
+				"make bench-scheduler WHAT=qps COUNT=1",
 				"make bench-scheduler WHAT=cost COUNT=1",
 				"make bench-scheduler WHAT=perf DOC=1 COUNT=3 KEEP=1 BENCH='BenchmarkPerfScheduling/Gantry' LABELS='gantry gantry-preemption'",
 				all3,
