@@ -41,6 +41,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -159,7 +160,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
-		if err := mgr.Add(&provisioning.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
+		if err := mgr.Add(&scaledown.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
 			return nil, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 )
 
 // Options configure the provisioner.
@@ -40,7 +41,7 @@ type Options struct {
 	// ScaleDownInterval is how often nodes are looked at.
 	ScaleDownUnneededTime time.Duration
 	ScaleDownInterval     time.Duration
-	// ScaleDownTaintGrace: see provisioning.ScaleDown.TaintGrace.
+	// ScaleDownTaintGrace: see scaledown.ScaleDown.TaintGrace.
 	ScaleDownTaintGrace time.Duration
 	// MaxPodsPerRequest: see provisioning.Reconciler.
 	MaxPodsPerRequest int
@@ -68,7 +69,7 @@ func NewOptions() *Options {
 		PlacementTimeout:        30 * time.Second,
 		ScaleDownUnneededTime:   10 * time.Minute,
 		ScaleDownInterval:       10 * time.Second,
-		ScaleDownTaintGrace:     provisioning.DefaultTaintGrace,
+		ScaleDownTaintGrace:     scaledown.DefaultTaintGrace,
 		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      provisioning.DefaultFinishedRequestTTL,

@@ -66,6 +66,16 @@ type Refresher interface {
 	Refresh(ctx context.Context) error
 }
 
+// Refresh refreshes p if it is a Refresher.
+func Refresh(ctx context.Context, p Provider) error {
+	if rf, ok := p.(Refresher); ok {
+		if err := rf.Refresh(ctx); err != nil {
+			return fmt.Errorf("refreshing the node-group provider: %w", err)
+		}
+	}
+	return nil
+}
+
 // AttemptRollbacker is a NodeGroup that can undo a scale-up attempt
 // itself, including what has no Node yet (a cloud machine still booting).
 type AttemptRollbacker interface {

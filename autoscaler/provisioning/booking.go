@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -13,11 +14,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/priority"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/quota"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -33,23 +38,8 @@ import (
 // Pods with host ports get one Reservation each (ports do not add up). Reservations are
 // cluster-scoped and cannot be owned by a namespaced request: the request's
 // UID label ties them to it, and the request's finalizer removes them.
-const (
-	// LabelRequestUID is on every Reservation of a request's booking.
-	LabelRequestUID = "autoscaling.gantry.dev/provisioning-request-uid"
-	// AnnotationRequest names the request, namespace/name, on its Reservations.
-	AnnotationRequest = "autoscaling.gantry.dev/provisioning-request"
-	// Finalizer keeps a request until its booking is released.
-	Finalizer = "autoscaling.gantry.dev/release-booking"
-	// AnnotationAttempts mirrors a request's count of failed attempts for
-	// people to read; the count the provisioner uses is DetailAttempts.
-	AnnotationAttempts = "autoscaling.gantry.dev/attempts"
-	// AnnotationNextAttempt is where provisioners before issue 14 kept when
-	// the next attempt was due; neither read nor written any more (see
-	// DetailNextAttempt).
-	AnnotationNextAttempt = "autoscaling.gantry.dev/next-attempt"
-	// AnnotationBookedPods is how many pods a Reservation books (absent: 1).
-	AnnotationBookedPods = "autoscaling.gantry.dev/booked-pods"
-)
+// Its labels and annotations (LabelRequestUID, AnnotationRequest,
+// AnnotationBookedPods) are in conditions.go.
 
 // BookedPods is how many pods a Reservation of a booking holds room for.
 func BookedPods(res *schedv1alpha1.Reservation) int {
@@ -68,7 +58,7 @@ func bookingName(uid types.UID, set, i int) string {
 
 // bookingFor is the Reservation that books node for count pods like pod,
 // at pod's spec.priority: placeAndBook has set it as admission would
-// (resolvePriorities), whatever the template said.
+// (priority.Resolve), whatever the template said.
 func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, count int, c Class) *schedv1alpha1.Reservation {
 	ports := hostPorts(pod)
 	owners := make([]schedv1alpha1.ReservationOwner, 0, 2)
@@ -189,10 +179,10 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 // are all Ready has lost them (the attempt is rolled back).
 func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcile.Result, error) {
 	sim, err := r.placeAndBook(ctx, rq)
-	if rej, ok := asPriorityRejection(err); ok {
-		return r.fail(ctx, rq, rej.reason, err.Error())
+	if rej, ok := priority.AsRejection(err); ok {
+		return r.fail(ctx, rq, priorityReason(rej), err.Error())
 	}
-	if qe := (*quotaExceededError)(nil); errors.As(err, &qe) {
+	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
 		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
 	}
 	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
@@ -204,9 +194,10 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 		return reconcile.Result{}, err
 	}
 	if u := sim.unschedulable; u != nil {
+		// Atomic classes go on in scaleup.go.
 		switch {
-		case scaleUpInFlight(rq.pr):
-			return r.abortScaleUp(ctx, rq, "the attempt's nodes are Ready but the pods no longer fit: "+u.Error())
+		case rq.scaleUpInFlight():
+			return r.attemptFailed(ctx, rq, "the attempt's nodes are Ready but the pods no longer fit: "+u.Error())
 		case sim.scaleUp != nil:
 			return r.startScaleUp(ctx, rq, u, sim.scaleUp)
 		}
@@ -216,8 +207,8 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 	msg := fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", countPods(rq.sets), sim.nodes)
 	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(rq.sets), "nodes", sim.nodes)
 	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonBooking, msg)
-	setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, msg)
-	if err := r.writeStatus(ctx, pr); err != nil {
+	rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, msg)
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
@@ -243,8 +234,8 @@ type simulation struct {
 // several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
 	// The pods are simulated, and booked, at the priority admission would
-	// give them, not the template's (priority.go).
-	if err := r.resolvePriorities(ctx, rq.pr.Namespace, rq.sets); err != nil {
+	// give them, not the template's (package priority).
+	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, rq.pr.Namespace, rq.sets); err != nil {
 		return simulation{}, err
 	}
 	r.bookMu.Lock()
@@ -264,7 +255,7 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	var unschedulable *simulator.Unschedulable
 	if errors.As(err, &unschedulable) {
 		sim := simulation{unschedulable: unschedulable}
-		if !scaleUpInFlight(pr) && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
+		if !rq.scaleUpInFlight() && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
 			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster)
 		}
 		return sim, nil
@@ -306,6 +297,70 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	return simulation{nodes: len(nodes)}, nil
 }
 
+// checkNamespaceQuota checks the request's pods against its namespace's
+// ResourceQuotas (package quota), counting the room that the namespace's
+// other requests hold booked and their pods have not taken yet: a booking
+// holds capacity for the namespace as its pods would. The caller holds
+// bookMu, so the bookings of a request checked just before are counted
+// (assumed if the cache does not show them yet) and two requests cannot
+// both pass on the same room.
+func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error {
+	pr := rq.pr
+	var quotas v1.ResourceQuotaList
+	if err := r.Client.List(ctx, &quotas, client.InNamespace(pr.Namespace)); err != nil {
+		return err
+	}
+	if len(quotas.Items) == 0 {
+		return nil
+	}
+	qs := make([]*v1.ResourceQuota, len(quotas.Items))
+	for i := range quotas.Items {
+		qs[i] = &quotas.Items[i]
+	}
+	var rs schedv1alpha1.ReservationList
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, rq.requestedPods())
+	if err != nil {
+		return err
+	}
+	return quota.CheckRequest(qs, quota.Demands(rq.sets), existing, heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
+}
+
+// heldBookings are the pods that the bookings of namespace's requests but
+// the one of uid hold room for and that have not come yet, one demand per
+// Reservation. Reservations are cluster-scoped and written by the
+// provisioner only, so their request annotation and requests are not the
+// tenant's to change.
+func heldBookings(rs []schedv1alpha1.Reservation, namespace string, uid types.UID) []quota.Demand {
+	var out []quota.Demand
+	for i := range rs {
+		res := &rs[i]
+		ns, _, ok := strings.Cut(res.Annotations[AnnotationRequest], "/")
+		if !ok || ns != namespace || res.Labels[LabelRequestUID] == string(uid) {
+			continue
+		}
+		pods := BookedPods(res)
+		requests := res.Spec.Template.Requests
+		switch res.Status.Phase {
+		case schedv1alpha1.ReservationAvailable:
+			// The pods that came are in the quota's used already.
+			pods -= min(len(res.Status.CurrentOwners), pods)
+			requests = quotav1.RemoveZeros(quotav1.SubtractWithNonNegativeResult(requests, res.Status.Allocated))
+		case "", schedv1alpha1.ReservationPending:
+		default:
+			continue // ended: it holds nothing
+		}
+		if pods <= 0 {
+			continue
+		}
+		out = append(out, quota.Held(namespace, res.Name, requests, pods))
+	}
+	return out
+}
+
 // createConcurrency bounds the Reservation creates in flight for a booking.
 const createConcurrency = 8
 
@@ -337,12 +392,12 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
 		reason, how := provv1.ReasonCapacityIsFound, "found"
-		if attempt, _ := ownAttempt(pr); attempt != "" {
+		if attempt, _ := rq.ownAttempt(); attempt != "" {
 			reason, how = provv1.ReasonCapacityIsProvisioned, "provisioned by scale-up attempt "+attempt+" and"
 		}
 		msg := fmt.Sprintf("capacity for %d pods %s booked on %d nodes until %s", want, how, len(st.nodes), until.UTC().Format(time.RFC3339))
-		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionTrue, reason, msg)
-		if err := r.writeStatus(ctx, pr); err != nil {
+		rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionTrue, reason, msg)
+		if err := r.writeStatus(ctx, rq); err != nil {
 			return reconcile.Result{}, err
 		}
 		r.Recorder.Event(pr, v1.EventTypeNormal, reason, msg)
@@ -371,10 +426,10 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 		// followed may be stale now.
 		why = fmt.Sprintf("booking interrupted with room for %d of %d pods created", st.total, want)
 	}
-	if err := r.release(ctx, pr, why); err != nil {
+	if err := r.release(ctx, rq, why); err != nil {
 		return reconcile.Result{}, err
 	}
-	return r.abortScaleUp(ctx, rq, why)
+	return r.attemptFailed(ctx, rq, why)
 }
 
 func oldest(rs []schedv1alpha1.Reservation) time.Time {

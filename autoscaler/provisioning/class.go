@@ -33,11 +33,6 @@ const (
 	MaxValidUntil = DefaultValidUntil
 )
 
-// ParameterProcessorInstance names the provisioner instance meant to serve
-// a check-capacity request (cluster-autoscaler 1.33 and later): see
-// Reconciler.ProcessorInstance.
-const ParameterProcessorInstance = "processorInstance"
-
 // Class is how the provisioner serves a request: its handler and defaults.
 type Class struct {
 	// Name is the request's provisioningClassName.

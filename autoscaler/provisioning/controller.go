@@ -4,15 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"strconv"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
@@ -32,23 +28,6 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-)
-
-// Reasons the provisioner sets beyond upstream's.
-const (
-	ReasonPodTemplateNotFound = "PodTemplateNotFound"
-	ReasonQuotaExceeded       = "QuotaExceeded"
-	ReasonInvalidParameter    = "InvalidParameter"
-	ReasonUnsupportedPods     = "UnsupportedPods"
-	ReasonTooManyPods         = "TooManyPods"
-	ReasonValidityExpired     = "ValidityExpired"
-	ReasonBooking             = "BookingCapacity"
-	ReasonAccepted            = "Accepted"
-	ReasonBookingExpired      = "BookingExpired"
-	ReasonCapacityRevoked     = "CapacityRevoked"
-	// ReasonCapacityBookingConsumed: every pod of the request came to its
-	// booking (BookingExpired; cluster-autoscaler's reason).
-	ReasonCapacityBookingConsumed = "CapacityBookingConsumed"
 )
 
 // Reconciler serves the ProvisioningRequests of check-capacity and atomic
@@ -162,7 +141,7 @@ func (r *Reconciler) requestsInNamespace(ctx context.Context, o client.Object) [
 	}
 	var out []reconcile.Request
 	for _, pr := range list.Items {
-		if !isTerminal(&pr) {
+		if !newRequest(&pr).isTerminal() {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pr)})
 		}
 	}
@@ -195,12 +174,6 @@ func (r *Reconciler) servesInstance(pr *provv1.ProvisioningRequest, c Class) boo
 	return string(pr.Spec.Parameters[ParameterProcessorInstance]) == r.ProcessorInstance
 }
 
-func isTerminal(pr *provv1.ProvisioningRequest) bool {
-	return meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionFailed) ||
-		meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionBookingExpired) ||
-		meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionCapacityRevoked)
-}
-
 // Reconcile moves one request along: accept it, check quota, simulate,
 // book, confirm, and then watch the booking until it ends.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -222,18 +195,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.collectOrphans(ctx, req.NamespacedName, pr.UID); err != nil {
 		return reconcile.Result{}, err
 	}
+	rq := newRequest(&pr)
 	if !pr.DeletionTimestamp.IsZero() {
-		return reconcile.Result{}, r.release(ctx, &pr, "the request is being deleted")
+		return reconcile.Result{}, r.release(ctx, rq, "the request is being deleted")
 	}
 	class, served, err := r.resolveClass(ctx, &pr)
 	if err != nil || !served {
 		return reconcile.Result{}, err
 	}
-	if isTerminal(&pr) {
-		if err := r.release(ctx, &pr, ""); err != nil {
+	rq.class = class
+	if rq.isTerminal() {
+		if err := r.release(ctx, rq, ""); err != nil {
 			return reconcile.Result{}, err
 		}
-		return r.deleteFinished(ctx, &pr)
+		return r.deleteFinished(ctx, rq)
 	}
 	if !controllerutil.ContainsFinalizer(&pr, Finalizer) {
 		controllerutil.AddFinalizer(&pr, Finalizer)
@@ -241,45 +216,34 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	return r.serve(ctx, &pr, class)
+	return r.serve(ctx, rq)
 }
 
 // deleteFinished deletes a request FinishedRequestTTL after it ended, as
 // cluster-autoscaler deletes requests 7 days after they were provisioned
 // or failed; until then the request comes back when the time is up.
-func (r *Reconciler) deleteFinished(ctx context.Context, pr *provv1.ProvisioningRequest) (reconcile.Result, error) {
+func (r *Reconciler) deleteFinished(ctx context.Context, rq *request) (reconcile.Result, error) {
 	if r.FinishedRequestTTL <= 0 {
 		return reconcile.Result{}, nil
 	}
-	if wait := endedAt(pr).Add(r.FinishedRequestTTL).Sub(r.Clock.Now()); wait > 0 {
+	pr := rq.pr
+	if wait := rq.endedAt().Add(r.FinishedRequestTTL).Sub(r.Clock.Now()); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	// The UID precondition: never a new request of the same name.
 	if err := r.Client.Delete(ctx, pr, client.Preconditions{UID: &pr.UID}); client.IgnoreNotFound(err) != nil {
 		return reconcile.Result{}, fmt.Errorf("deleting the finished request: %w", err)
 	}
-	klog.FromContext(ctx).V(1).Info("Deleted a finished request", "endedAt", endedAt(pr), "after", r.FinishedRequestTTL)
+	klog.FromContext(ctx).V(1).Info("Deleted a finished request", "endedAt", rq.endedAt(), "after", r.FinishedRequestTTL)
 	return reconcile.Result{}, nil
-}
-
-// endedAt is when the request ended: the earliest transition to True of
-// its terminal conditions.
-func endedAt(pr *provv1.ProvisioningRequest) time.Time {
-	var t time.Time
-	for _, typ := range []string{provv1.ConditionFailed, provv1.ConditionBookingExpired, provv1.ConditionCapacityRevoked} {
-		c := meta.FindStatusCondition(pr.Status.Conditions, typ)
-		if c != nil && c.Status == metav1.ConditionTrue && (t.IsZero() || c.LastTransitionTime.Time.Before(t)) {
-			t = c.LastTransitionTime.Time
-		}
-	}
-	return t
 }
 
 // release deletes the request's Reservations and, once none is left,
 // drops the finalizer of a deleted request. A deleted request's scale-up in
 // flight is rolled back, and the nodes it had added that nothing uses are
 // removed.
-func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
+func (r *Reconciler) release(ctx context.Context, rq *request, why string) error {
+	pr := rq.pr
 	deleting := !pr.DeletionTimestamp.IsZero()
 	// A failed attempt's booking (why says why) is released through the API
 	// too: the next attempt creates Reservations of the same names, and
@@ -290,8 +254,8 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 	if err != nil {
 		return err
 	}
-	if deleting && scaleUpInFlight(pr) {
-		if err := r.rollBackAttempt(ctx, pr, why); err != nil {
+	if deleting && rq.scaleUpInFlight() {
+		if err := r.rollBackAttempt(ctx, rq, why); err != nil {
 			return err
 		}
 	}
@@ -303,10 +267,10 @@ func (r *Reconciler) release(ctx context.Context, pr *provv1.ProvisioningRequest
 	}
 	r.trackBookings(pr.UID, 0)
 	if len(bookings) > 0 && why != "" {
-		r.Recorder.Eventf(pr, v1.EventTypeNormal, "BookingReleased", "Released the room of %d booked pods: %s", summarizeBookings(bookings).total, why)
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonBookingReleased, "Released the room of %d booked pods: %s", summarizeBookings(bookings).total, why)
 	}
 	if deleting {
-		if err := r.removeUnusedNodes(ctx, pr); err != nil {
+		if err := r.removeUnusedNodes(ctx, rq); err != nil {
 			return err
 		}
 	}
@@ -413,14 +377,9 @@ func (r *Reconciler) bookings(ctx context.Context, pr *provv1.ProvisioningReques
 	return list.Items, nil
 }
 
-// setCondition sets a condition of the request's status (not yet written).
-func setCondition(pr *provv1.ProvisioningRequest, typ string, status metav1.ConditionStatus, reason, msg string) bool {
-	return meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: pr.Generation})
-}
-
-func (r *Reconciler) writeStatus(ctx context.Context, pr *provv1.ProvisioningRequest) error {
-	err := r.Client.Status().Update(ctx, pr)
+// writeStatus writes the request's status as its steps have set it.
+func (r *Reconciler) writeStatus(ctx context.Context, rq *request) error {
+	err := r.Client.Status().Update(ctx, rq.pr)
 	if apierrors.IsConflict(err) {
 		return errRetry
 	}
@@ -429,52 +388,17 @@ func (r *Reconciler) writeStatus(ctx context.Context, pr *provv1.ProvisioningReq
 
 var errRetry = errors.New("the request changed meanwhile; retrying")
 
-// nextAttempt is when the request's next attempt is due (zero: now).
-func nextAttempt(pr *provv1.ProvisioningRequest) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, detail(pr, DetailNextAttempt))
-	return t
-}
-
-// attempts is how many attempts of the request have failed.
-func attempts(pr *provv1.ProvisioningRequest) int {
-	n, err := strconv.Atoi(detail(pr, DetailAttempts))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
-
-// recordFailedAttempt counts a failed attempt on the request's status
-// (written by the caller) and returns the wait before the next: the
-// backoff, or until just past the deadline (then the request Fails) if
-// that is sooner. The count is mirrored in AnnotationAttempts for people
-// to read; the provisioner never reads it back.
-func (r *Reconciler) recordFailedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, c Class, deadline time.Time) (time.Duration, error) {
-	n := attempts(pr) + 1
-	backoff := min(c.backoff(n), deadline.Sub(r.Clock.Now())+time.Second)
-	setDetails(pr, map[string]string{
-		DetailAttempts:    strconv.Itoa(n),
-		DetailNextAttempt: r.Clock.Now().Add(backoff).UTC().Format(time.RFC3339Nano),
-	})
-	err := r.updateAnnotations(ctx, pr, map[string]string{AnnotationAttempts: strconv.Itoa(n)})
-	return backoff, err
-}
-
-// updateAnnotations sets annotations of the request and writes its
-// metadata (and whatever else pr changed there), keeping pr's status as
-// the caller has set it so far.
-func (r *Reconciler) updateAnnotations(ctx context.Context, pr *provv1.ProvisioningRequest, set map[string]string) error {
-	if pr.Annotations == nil {
-		pr.Annotations = map[string]string{}
-	}
-	maps.Copy(pr.Annotations, set)
-	status := pr.Status.DeepCopy()
-	if err := r.Client.Update(ctx, pr); err != nil {
+// writeMetadata writes the request's metadata (the annotations set, and
+// whatever else changed there), keeping its status as the caller has set
+// it so far.
+func (r *Reconciler) writeMetadata(ctx context.Context, rq *request) error {
+	status := rq.pr.Status.DeepCopy()
+	if err := r.Client.Update(ctx, rq.pr); err != nil {
 		if apierrors.IsConflict(err) {
 			return errRetry
 		}
 		return err
 	}
-	pr.Status = *status
+	rq.pr.Status = *status
 	return nil
 }

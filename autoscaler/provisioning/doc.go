@@ -6,27 +6,67 @@
 //
 // # Files
 //
-//   - controller.go: the Reconciler, its watches, and what every step
-//     shares: release, status and annotation writes, failed attempts.
+// A request's way, whatever its class, is controller.go (Reconcile) →
+// lifecycle.go (serve) → booking.go (simulateAndBook, placeAndBook,
+// createAll), with snapshot.go for the simulation's cluster; every step
+// takes the request value (request), whose recorded state request.go reads
+// and writes in the vocabulary of conditions.go. The check-capacity class
+// has no code of its own and never enters scaleup.go. An atomic scale-up
+// request enters it where its pods do not fit the cluster as it is
+// (planning and starting an attempt) and while its attempt is in flight
+// (following it, rolling it back). cluster-autoscaler keeps a package per
+// class (checkcapacity, besteffortatomic); here an atomic class is
+// check-capacity plus a scale-up, so the shared way is one package and the
+// scale-up one file.
+//
+//   - conditions.go: the request's vocabulary, in one place: every
+//     condition and event reason, detail key, annotation, label, finalizer
+//     and parameter name the provisioner defines (the condition types and
+//     upstream's reasons are crds/provisioning/v1's).
+//   - request.go: the request being served (request) and its recorded
+//     state: conditions, failed attempts and the next one, the scale-up
+//     attempt in flight (ownAttempt, scaleUpInFlight), details,
+//     annotations. Its methods change the object in memory; the Reconciler
+//     writes it.
+//   - controller.go: the Reconciler, its watches and its entry point
+//     (Reconcile), releasing a booking, the bookings of an earlier request
+//     of the same name (collectOrphans), and the writes of a request's
+//     status and metadata.
 //   - lifecycle.go: a request's way through its states (serve): accepted,
 //     quota checked, simulated and booked or scaled up, confirmed, then its
-//     booking watched until it ends; notFound and fail, where an attempt or
-//     the request ends. Every step takes the request value (request).
+//     booking watched until it ends; notFound, attemptFailed and fail,
+//     where an attempt or the request ends.
 //   - snapshot.go: the cluster a simulation starts from, and the request's
 //     pod sets as pods.
-//   - booking.go: what a booking is, simulating and booking under bookMu,
-//     confirming a booking, and the Reservations assumed until the cache
-//     shows them.
-//   - priority.go: a booking's priority, resolved from the pods'
-//     PriorityClass as the Priority admission plugin resolves a pod's,
-//     never the template's spec.priority.
+//   - booking.go: what a booking is, simulating and booking under bookMu
+//     (with the quota check of package quota and the priorities of package
+//     priority), confirming a booking, and the Reservations assumed until
+//     the cache shows them.
 //   - rebook.go: a Provisioned request whose booked capacity went away
 //     (node deleted, Reservation preempted) booked again elsewhere before
 //     it is CapacityRevoked.
-//   - scaleup.go: atomic scale-up: planning, attempts, rollback.
-//   - scaledown.go: removing the nodes the provisioner added once unneeded.
-//   - class.go, quota.go, metrics.go: classes and parameters, the
-//     ResourceQuota check, metrics.
+//   - scaleup.go: what only atomic scale-up classes do: planning,
+//     starting and following a scale-up attempt, rolling it back, and
+//     removing a deleted request's unused nodes.
+//   - nodeuse.go: what keeps a node (a pod, a booking, a scale-up attempt
+//     in flight), for simulations, rollbacks and package scaledown.
+//   - class.go, metrics.go: classes and parameters, metrics.
+//
+// Sub-packages:
+//
+//   - quota: a request's pods checked against its namespace's
+//     ResourceQuotas (QuotaExceeded).
+//   - priority: a booking's priority, resolved from the pods'
+//     PriorityClass as the Priority admission plugin resolves a pod's,
+//     never the template's spec.priority (PriorityClassNotFound,
+//     PriorityClassForbidden).
+//   - scaledown: the scale-down loop, removing the nodes the provisioner
+//     added once unneeded.
+//
+// quota and priority import neither this package nor each other: they
+// return typed errors, and this package names the reasons (conditions.go).
+// scaledown imports this package and asks the Reconciler what keeps a
+// node; nothing here imports it.
 //
 // # Limits
 //
@@ -37,7 +77,7 @@
 // (InvalidParameter). The quota check computes each pod set's usage once,
 // multiplied by its count, counts the namespace's other bookings, and
 // takes off the request's existing pods, each standing for at most one pod
-// of a set (quota.go); placeAndBook runs it under bookMu. A lost booking is
+// of a set (package quota); placeAndBook runs it under bookMu. A lost booking is
 // booked again at most maxRebooks times, and never larger than it was.
 //
 // # The provisioner's own state
@@ -58,7 +98,7 @@
 // migrated: a request upgraded mid-attempt starts over, and its old
 // attempt's nodes, once unused, are removed by scale-down or when the
 // request is deleted. AnnotationAttempts still mirrors the count of failed
-// attempts for people to read.
+// attempts for people to read. These keys are all in conditions.go.
 //
 // # Glossary
 //
@@ -89,9 +129,9 @@
 // bookings of an earlier request of the same name (its pods name the
 // request, not its UID) are deleted once the API server says that request
 // is gone (collectOrphans). A rollback or removal lists pods and
-// Reservations through the API reader. Scale-down taints, waits
-// ScaleDown.TaintGrace, and lists pods (bound or nominated) and
+// Reservations through the API reader. Scale-down (package scaledown)
+// taints, waits ScaleDown.TaintGrace, and lists pods (bound or nominated) and
 // Reservations through the API reader before deleting a node; the time a
-// node has been unneeded is kept on the node (AnnotationUnneededSince), so
-// leader changes do not restart it.
+// node has been unneeded is kept on the node (scaledown's
+// AnnotationUnneededSince), so leader changes do not restart it.
 package provisioning

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
@@ -81,7 +80,7 @@ func TestDeleteFinished(t *testing.T) {
 		{Type: provv1.ConditionBookingExpired, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))},
 		{Type: provv1.ConditionCapacityRevoked, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))},
 	}
-	if got := endedAt(pr); !got.Equal(now.Add(-2 * time.Hour)) {
+	if got := newRequest(pr).endedAt(); !got.Equal(now.Add(-2 * time.Hour)) {
 		t.Fatalf("ended at %v, want 2h ago", got)
 	}
 	r, c := fakeReconciler(t, now, pr)
@@ -96,7 +95,7 @@ func TestDeleteFinished(t *testing.T) {
 		{ttl: 2 * time.Hour, gone: true},
 	} {
 		r.FinishedRequestTTL = tc.ttl
-		res, err := r.deleteFinished(ctx, pr)
+		res, err := r.deleteFinished(ctx, newRequest(pr))
 		if err != nil || res.RequeueAfter != tc.requeue {
 			t.Errorf("ttl %s: %+v, %v; want a requeue after %s", tc.ttl, res, err, tc.requeue)
 		}
@@ -107,64 +106,11 @@ func TestDeleteFinished(t *testing.T) {
 	}
 }
 
-// TestAlreadyCounted: existing pods of the request lower the counts they
-// stand for, one pod each, never below zero, only when they are at least
-// as large as the set's pod and the quotas count them alike.
-func TestAlreadyCounted(t *testing.T) {
-	small := st.MakePod().Namespace("ns").Name("s").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	large := st.MakePod().Namespace("ns").Name("l").Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
-	want := demands(nil)
-	want = append(want, demand{pod: large, count: 2}, demand{pod: small, count: 3})
-	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("100")}
-	plainQuota := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Spec: v1.ResourceQuotaSpec{Hard: hard}}
-	highOnly := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "high"},
-		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourcePods: resource.MustParse("5")}, ScopeSelector: &v1.ScopeSelector{
-			MatchExpressions: []v1.ScopedResourceSelectorRequirement{{ScopeName: v1.ResourceQuotaScopePriorityClass, Operator: v1.ScopeSelectorOpIn, Values: []string{"high"}}}}}}
-	high := st.MakePod().Namespace("ns").Name("hi").Req(map[v1.ResourceName]string{v1.ResourceCPU: "4"}).Obj()
-	high.Spec.PriorityClassName = "high"
-	huge := st.MakePod().Namespace("ns").Name("h").Req(map[v1.ResourceName]string{v1.ResourceCPU: "64"}).Obj()
-	tiny := st.MakePod().Namespace("ns").Name("t").Req(map[v1.ResourceName]string{v1.ResourceCPU: "100m"}).Obj()
-	noRequests := st.MakePod().Namespace("ns").Name("n").Container("c").Obj()
-	for _, tc := range []struct {
-		name     string
-		quotas   []*v1.ResourceQuota
-		existing []*v1.Pod
-		counts   []int64
-	}{
-		{name: "none", quotas: []*v1.ResourceQuota{plainQuota}, counts: []int64{2, 3}},
-		{name: "one of each", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{large, small}, counts: []int64{1, 2}},
-		{name: "a huge pod stands for one pod only", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{huge}, counts: []int64{1, 3}},
-		{name: "smaller than every set's pod", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{tiny}, counts: []int64{2, 3}},
-		{name: "more than asked", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{large, large, large, small, small, small, small}, counts: []int64{0, 0}},
-		{name: "smaller pods do not stand for larger ones", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{small, small, small, small}, counts: []int64{2, 0}},
-		{name: "no requests", quotas: []*v1.ResourceQuota{plainQuota}, existing: []*v1.Pod{noRequests}, counts: []int64{2, 3}},
-		{name: "a quota counts it and not the set's pods", quotas: []*v1.ResourceQuota{plainQuota, highOnly}, existing: []*v1.Pod{high}, counts: []int64{2, 3}},
-		{name: "the same pod without the class", quotas: []*v1.ResourceQuota{plainQuota, highOnly}, existing: []*v1.Pod{large}, counts: []int64{1, 3}},
-	} {
-		got, counted, err := alreadyCounted(tc.quotas, want, tc.existing)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		var counts []int64
-		var sum int64
-		for i, d := range got {
-			counts = append(counts, d.count)
-			sum += want[i].count - d.count
-		}
-		if len(counts) != len(tc.counts) || counts[0] != tc.counts[0] || counts[1] != tc.counts[1] || int64(counted) != sum {
-			t.Errorf("%s: counts %v (%d counted), want %v", tc.name, counts, counted, tc.counts)
-		}
-	}
-	if want[0].count != 2 || want[1].count != 3 {
-		t.Errorf("the demands passed in were changed: %+v", want)
-	}
-}
-
 // TestExistingConsumersQuotaCheck: a namespace whose quota the request's
 // gated pods fill is not refused for counting them twice.
 func TestExistingConsumersQuotaCheck(t *testing.T) {
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
-	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	pod := wrappers.MakePod("p", "ns").Requests("cpu", "1").Obj()
 	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).PodSet("workers", 3).Obj()
 	pr.UID = "u"
 	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "cpu"},
@@ -173,14 +119,12 @@ func TestExistingConsumersQuotaCheck(t *testing.T) {
 	r, _ := fakeReconciler(t, time.Now(), q)
 	var gated []*v1.Pod
 	for _, name := range []string{"job-0", "job-1", "job-2"} {
-		gated = append(gated, st.MakePod().Namespace("ns").Name(name).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
-			Annotation(provv1.AnnotationConsume, "job").SchedulingGates([]string{"kueue.x-k8s.io/admission"}).Obj())
+		gated = append(gated, wrappers.MakePod(name, "ns").Requests("cpu", "1").
+			Annotation(provv1.AnnotationConsume, "job").Gated("kueue.x-k8s.io/admission").Obj())
 	}
 	// Pods of another request and finished ones do not count.
-	other := st.MakePod().Namespace("ns").Name("other").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
-		Annotation(provv1.AnnotationConsume, "another").Obj()
-	done := st.MakePod().Namespace("ns").Name("done").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
-		Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
+	other := wrappers.MakePod("other", "ns").Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "another").Obj()
+	done := wrappers.MakePod("done", "ns").Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
 	r.Pods = podLister(t, append(gated, other, done)...)
 	rq := &request{pr: pr, class: c, sets: []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 3}}}
 	if err := r.checkNamespaceQuota(context.Background(), rq); err != nil {
@@ -266,12 +210,12 @@ func TestGrew(t *testing.T) {
 		cpu  string
 		grew bool
 	}{{"1", false}, {"500m", false}, {"1001m", true}} {
-		pod := st.MakePod().Req(map[v1.ResourceName]string{v1.ResourceCPU: tc.cpu}).Obj()
+		pod := wrappers.MakePod("", "").Requests("cpu", tc.cpu).Obj()
 		if name, got := grew(pod, []schedv1alpha1.Reservation{shared, other}, uid, 0); got != tc.grew {
 			t.Errorf("a pod of %s CPU against 3 CPUs booked for 3 pods: grew %v (%s), want %v", tc.cpu, got, name, tc.grew)
 		}
 	}
-	mem := st.MakePod().Req(map[v1.ResourceName]string{v1.ResourceMemory: "1Gi"}).Obj()
+	mem := wrappers.MakePod("", "").Requests("memory", "1Gi").Obj()
 	if name, got := grew(mem, []schedv1alpha1.Reservation{shared}, uid, 0); !got || name != v1.ResourceMemory {
 		t.Errorf("a pod asking for memory, which was not booked: grew %v (%s)", got, name)
 	}

@@ -6,31 +6,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
-
-// request is one ProvisioningRequest being served, with what serve has
-// read about it: every step of its lifecycle takes it.
-type request struct {
-	pr    *provv1.ProvisioningRequest
-	class Class
-	// params are the request's parameters over the class's defaults; zero
-	// when they could not be read (the request then fails).
-	params Parameters
-	// deadline is the end of the request's validity window.
-	deadline time.Time
-	// sets are the request's pod sets as pods; nil until they are read.
-	sets []simulator.PodSet
-	// checkQuota: placeAndBook checks the namespace's quotas before it
-	// books (a new attempt; not a scale-up's nodes becoming Ready).
-	checkQuota bool
-}
 
 // DefaultMaxPodsPerRequest is the default of --max-pods-per-request.
 // Upstream has no such limit. The simulation deep-copies every pod while it
@@ -49,34 +30,24 @@ func (r *Reconciler) maxPodsPerRequest() int {
 	return DefaultMaxPodsPerRequest
 }
 
-// requestedPods is how many pods the request asks for, over all its pod
-// sets, counted without overflow (each count is an int32).
-func requestedPods(pr *provv1.ProvisioningRequest) int64 {
-	var n int64
-	for _, ps := range pr.Spec.PodSets {
-		n += int64(ps.Count)
-	}
-	return n
-}
-
-// serve moves a request of a served class along: accept it, check quota,
-// simulate, scale up (atomic classes), book, confirm, and then watch the
-// booking until it ends.
-func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, class Class) (reconcile.Result, error) {
+// serve moves a request of a served class (rq.class) along: accept it,
+// check quota, simulate, scale up (atomic classes), book, confirm, and
+// then watch the booking until it ends.
+func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, error) {
 	now := r.Clock.Now()
-	rq := &request{pr: pr, class: class}
+	pr, class := rq.pr, rq.class
 	params, err := parameters(pr, class)
 	if err != nil {
 		return r.fail(ctx, rq, ReasonInvalidParameter, err.Error())
 	}
 	rq.params = params
 	rq.deadline = pr.CreationTimestamp.Add(params.ValidUntil)
-	if meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) {
+	if rq.is(provv1.ConditionProvisioned) {
 		return r.watchBooking(ctx, rq)
 	}
 	// Before anything that grows with the number of pods: the CRD, like
 	// upstream's, bounds each count by 2^31-1 only.
-	if n, limit := requestedPods(pr), r.maxPodsPerRequest(); n > int64(limit) {
+	if n, limit := rq.requestedPods(), r.maxPodsPerRequest(); n > int64(limit) {
 		return r.fail(ctx, rq, ReasonTooManyPods, fmt.Sprintf(
 			"the request asks for %d pods (the sum of spec.podSets[*].count), more than the %d pods per request this provisioner serves (--max-pods-per-request)", n, limit))
 	}
@@ -91,9 +62,9 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 				fmt.Sprintf("PodTemplate %s/%s did not appear within the request's validity (%s)", pr.Namespace, missing, params.ValidUntil))
 		}
 		msg := fmt.Sprintf("PodTemplate %s/%s not found; waiting for it until %s", pr.Namespace, missing, rq.deadline.UTC().Format(time.RFC3339))
-		if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionFalse, ReasonPodTemplateNotFound, msg) {
+		if rq.setCondition(provv1.ConditionAccepted, metav1.ConditionFalse, ReasonPodTemplateNotFound, msg) {
 			r.Recorder.Event(pr, v1.EventTypeWarning, ReasonPodTemplateNotFound, msg)
-			if err := r.writeStatus(ctx, pr); err != nil {
+			if err := r.writeStatus(ctx, rq); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -104,12 +75,12 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 	for _, why := range params.Ignored {
 		accepted += "; " + why
 	}
-	if setCondition(pr, provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, accepted) {
+	if rq.setCondition(provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, accepted) {
 		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonAccepted, "Checking capacity for %d pods (class %s)", countPods(sets), class.Name)
 		for _, why := range params.Ignored {
 			r.Recorder.Event(pr, v1.EventTypeWarning, ReasonInvalidParameter, why)
 		}
-		if err := r.writeStatus(ctx, pr); err != nil {
+		if err := r.writeStatus(ctx, rq); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -122,19 +93,35 @@ func (r *Reconciler) serve(ctx context.Context, pr *provv1.ProvisioningRequest, 
 	if len(bookings) > 0 {
 		return r.confirmBooking(ctx, rq, bookings)
 	}
-	if scaleUpInFlight(pr) {
+	// Or, for an atomic class, its nodes are being added (scaleup.go).
+	if rq.scaleUpInFlight() {
 		return r.followScaleUp(ctx, rq)
 	}
 
 	// A new attempt only once the backoff of the last failed one is over
 	// (the validity window's end is decided then too).
-	if wait := nextAttempt(pr).Sub(now); wait > 0 {
+	if wait := rq.nextAttempt().Sub(now); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 
 	// The quota check runs in placeAndBook, under bookMu.
 	rq.checkQuota = true
 	return r.simulateAndBook(ctx, rq)
+}
+
+// attemptFailed ends an attempt that failed after its simulation: its
+// booking was lost or not placed in time, or its scale-up's nodes did not
+// come up or no longer hold the pods. A scale-up attempt of the request's
+// own is rolled back (every node it created, scaleup.go) and any recorded
+// attempt forgotten; then the failure is recorded (notFound).
+func (r *Reconciler) attemptFailed(ctx context.Context, rq *request, why string) (reconcile.Result, error) {
+	if rq.scaleUpInFlight() {
+		if err := r.rollBackAttempt(ctx, rq, why); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	rq.forgetAttempt()
+	return r.notFound(ctx, rq, why)
 }
 
 // notFound records an attempt that found no capacity: Failed with
@@ -149,15 +136,15 @@ func (r *Reconciler) notFound(ctx context.Context, rq *request, why string) (rec
 		return r.fail(ctx, rq, ReasonValidityExpired,
 			fmt.Sprintf("no capacity within the request's validity (%s): %s", rq.params.ValidUntil, why))
 	}
-	retry, err := r.recordFailedAttempt(ctx, pr, rq.class, rq.deadline)
-	if err != nil {
+	retry := rq.recordFailedAttempt(now)
+	if err := r.writeMetadata(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
-	msg := fmt.Sprintf("%s; attempt %d, retrying in %s", why, attempts(pr), retry.Round(time.Second))
-	if setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, provv1.ReasonCapacityIsNotFound, msg) {
+	msg := fmt.Sprintf("%s; attempt %d, retrying in %s", why, rq.attempts(), retry.Round(time.Second))
+	if rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, provv1.ReasonCapacityIsNotFound, msg) {
 		r.Recorder.Event(pr, v1.EventTypeNormal, provv1.ReasonCapacityIsNotFound, msg)
 	}
-	if err := r.writeStatus(ctx, pr); err != nil {
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: retry}, nil
@@ -166,22 +153,22 @@ func (r *Reconciler) notFound(ctx context.Context, rq *request, why string) (rec
 // fail makes the request Failed, for good, and releases its booking.
 func (r *Reconciler) fail(ctx context.Context, rq *request, reason, msg string) (reconcile.Result, error) {
 	pr := rq.pr
-	if scaleUpInFlight(pr) {
+	if rq.scaleUpInFlight() {
 		// A failed request leaves no partial scale-up behind.
-		if err := r.rollBackAttempt(ctx, pr, msg); err != nil {
+		if err := r.rollBackAttempt(ctx, rq, msg); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	setCondition(pr, provv1.ConditionFailed, metav1.ConditionTrue, reason, msg)
-	if meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionProvisioned) == nil {
-		setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, reason, msg)
+	rq.setCondition(provv1.ConditionFailed, metav1.ConditionTrue, reason, msg)
+	if rq.condition(provv1.ConditionProvisioned) == nil {
+		rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, reason, msg)
 	}
-	if err := r.writeStatus(ctx, pr); err != nil {
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.Recorder.Event(pr, v1.EventTypeWarning, reason, msg)
 	observeResult(rq.class, resultFailed)
-	return reconcile.Result{}, r.release(ctx, pr, "the request failed")
+	return reconcile.Result{}, r.release(ctx, rq, "the request failed")
 }
 
 // watchBooking follows a Provisioned request's booking: it ends when its
@@ -204,7 +191,7 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 	case st.failed[schedv1alpha1.ReasonExpired] > 0:
 		msg := fmt.Sprintf("the booking expired after %s with %d of %d booked pods not started", rq.class.BookingDuration, st.total-st.consumed, st.total)
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonBookingExpired, v1.EventTypeWarning, msg)
-	case st.total > 0 && int64(st.consumed) >= requestedPods(pr):
+	case st.total > 0 && int64(st.consumed) >= rq.requestedPods():
 		msg := fmt.Sprintf("all %d pods of the request came to their booking", st.consumed)
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
 	}
@@ -219,11 +206,10 @@ func (r *Reconciler) revoke(ctx context.Context, rq *request, msg string) (recon
 // end sets the terminal condition typ of a Provisioned request and releases
 // what is left of its booking.
 func (r *Reconciler) end(ctx context.Context, rq *request, typ, reason, eventType, msg string) (reconcile.Result, error) {
-	pr := rq.pr
-	setCondition(pr, typ, metav1.ConditionTrue, reason, msg)
-	if err := r.writeStatus(ctx, pr); err != nil {
+	rq.setCondition(typ, metav1.ConditionTrue, reason, msg)
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
-	r.Recorder.Event(pr, eventType, reason, msg)
-	return reconcile.Result{}, r.release(ctx, pr, msg)
+	r.Recorder.Event(rq.pr, eventType, reason, msg)
+	return reconcile.Result{}, r.release(ctx, rq, msg)
 }

@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -14,12 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/quota"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -158,39 +157,12 @@ func TestBackoffAttemptsUnbounded(t *testing.T) {
 	}
 }
 
-// TestCheckQuotaHugeCount: a pod set of 2^31 pods is one usage multiplied
-// by its count (no slice of 2^31 pods): the quota names the exact totals.
-func TestCheckQuotaHugeCount(t *testing.T) {
-	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1500m", v1.ResourceMemory: "1Ei"}).Obj()
-	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("1000"), v1.ResourcePods: resource.MustParse("100"),
-		v1.ResourceRequestsMemory: resource.MustParse("1Ei")}
-	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"},
-		Spec: v1.ResourceQuotaSpec{Hard: hard}, Status: v1.ResourceQuotaStatus{Hard: hard}}
-	err := checkQuota([]*v1.ResourceQuota{q}, demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: 1 << 31}}), nil)
-	var qe *quotaExceededError
-	if !errors.As(err, &qe) {
-		t.Fatalf("2^31 pods in a quota of 100: %v, want a quotaExceededError", err)
-	}
-	// 1.5 × 2^31 = 3221225472 CPUs; 2^31 EiB = 2^91 bytes, past int64.
-	for _, want := range []string{"q: pods requested 2147483648,", "q: requests.cpu requested 3221225472,", "q: requests.memory requested 2475880078570760549798248448,"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("%v does not say %q", err, want)
-		}
-	}
-	// Within the quota when it is big enough.
-	big := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("3221225472"), v1.ResourcePods: resource.MustParse("2147483648")}
-	q = &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "big"}, Status: v1.ResourceQuotaStatus{Hard: big}}
-	if err := checkQuota([]*v1.ResourceQuota{q}, demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: 1 << 31}}), nil); err != nil {
-		t.Errorf("2^31 pods in a quota of exactly their size: %v", err)
-	}
-}
-
 // TestCheckQuotaCountsBookings: the namespace's other bookings count as
 // the pods that have not come to them yet; the request's own, other
 // namespaces', and ended ones do not.
 func TestCheckQuotaCountsBookings(t *testing.T) {
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
-	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	pod := wrappers.MakePod("p", "ns").Requests("cpu", "1").Obj()
 	req := func(ns, name, uid string) *provv1.ProvisioningRequest {
 		return wrappers.MakeProvisioningRequest(name, ns, provv1.ClassCheckCapacity).UID(uid).Obj()
 	}
@@ -210,12 +182,14 @@ func TestCheckQuotaCountsBookings(t *testing.T) {
 	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10"), v1.ResourcePods: resource.MustParse("10")}
 	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"},
 		Status: v1.ResourceQuotaStatus{Hard: hard, Used: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("1"), v1.ResourcePods: resource.MustParse("1")}}}
-	want := func(n int) []demand { return demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: n}}) }
+	want := func(n int) []quota.Demand {
+		return quota.Demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: n}})
+	}
 	// 1 used + 6 booked (4 + 2) + 3 wanted = 10: fits.
-	if err := checkQuota([]*v1.ResourceQuota{q}, want(3), held); err != nil {
+	if err := quota.Check([]*v1.ResourceQuota{q}, want(3), held); err != nil {
 		t.Errorf("3 pods on top of 1 used and 6 booked, limit 10: %v", err)
 	}
-	err := checkQuota([]*v1.ResourceQuota{q}, want(4), held)
+	err := quota.Check([]*v1.ResourceQuota{q}, want(4), held)
 	for _, s := range []string{"q: pods requested 4, used 1, booked by the namespace's other requests 6, limited 10",
 		"q: requests.cpu requested 4, used 1, booked by the namespace's other requests 6, limited 10"} {
 		if err == nil || !strings.Contains(err.Error(), s) {
@@ -223,26 +197,7 @@ func TestCheckQuotaCountsBookings(t *testing.T) {
 		}
 	}
 	// Without the bookings the same request fits (the check before this fix).
-	if err := checkQuota([]*v1.ResourceQuota{q}, want(4), nil); err != nil {
+	if err := quota.Check([]*v1.ResourceQuota{q}, want(4), nil); err != nil {
 		t.Errorf("4 pods on top of 1 used, no bookings, limit 10: %v", err)
-	}
-}
-
-// BenchmarkCheckQuota prints the cost of the quota check for one pod set of
-// 1 to 2^31 pods: it is the same at every count (upstream cluster-autoscaler
-// has no such check to compare with). Before the check counted per set, it
-// built a slice of count pods (16 GiB at 2^31) and matched each.
-func BenchmarkCheckQuota(b *testing.B) {
-	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("100"), v1.ResourcePods: resource.MustParse("100")}
-	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Status: v1.ResourceQuotaStatus{Hard: hard}}
-	for _, n := range []int{1, 1000, 1000000, 1 << 31} {
-		b.Run(fmt.Sprintf("count=%d", n), func(b *testing.B) {
-			want := demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: n}})
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = checkQuota([]*v1.ResourceQuota{q}, want, nil)
-			}
-		})
 	}
 }

@@ -28,10 +28,6 @@ var (
 		Name: "gantry_provisioning_nodes_rolled_back_total",
 		Help: "Nodes deleted because their scale-up attempt failed or its request was cancelled, by node group.",
 	}, []string{"node_group"})
-	nodesScaledDown = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gantry_provisioning_nodes_scaled_down_total",
-		Help: "Nodes the provisioner created and removed once unneeded, by node group.",
-	}, []string{"node_group"})
 	timeToProvisioned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_provisioning_time_to_provisioned_seconds",
 		Help:    "Time from a ProvisioningRequest's creation to Provisioned=True, by class.",
@@ -40,7 +36,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, nodesScaledDown)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }

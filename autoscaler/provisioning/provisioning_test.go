@@ -8,13 +8,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -112,39 +111,11 @@ func FuzzParameters(f *testing.F) {
 	})
 }
 
-func TestCheckQuota(t *testing.T) {
-	pod := st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	pods := demands([]simulator.PodSet{{Name: "0-p", Pod: pod, Count: 3}})
-	q := func(name string, hard, used v1.ResourceList) *v1.ResourceQuota {
-		return &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-			Spec: v1.ResourceQuotaSpec{Hard: hard}, Status: v1.ResourceQuotaStatus{Hard: hard, Used: used}}
-	}
-	cpu := func(s string) v1.ResourceList { return v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(s)} }
-	if err := checkQuota([]*v1.ResourceQuota{q("roomy", cpu("4"), cpu("1"))}, pods, nil); err != nil {
-		t.Errorf("3 CPUs on top of 1 used, limit 4: %v", err)
-	}
-	err := checkQuota([]*v1.ResourceQuota{q("tight", cpu("4"), cpu("2"))}, pods, nil)
-	if err == nil || !strings.Contains(err.Error(), "tight: requests.cpu requested 3, used 2, limited 4") {
-		t.Errorf("3 CPUs on top of 2 used, limit 4: %v", err)
-	}
-	count := q("count", v1.ResourceList{v1.ResourcePods: resource.MustParse("2")}, nil)
-	count.Status.Hard = nil // not yet seen by the quota controller: the spec limits
-	if err := checkQuota([]*v1.ResourceQuota{count}, pods, nil); err == nil || !strings.Contains(err.Error(), "count: pods requested 3") {
-		t.Errorf("3 pods, limit 2: %v", err)
-	}
-	// A quota scoped to BestEffort pods does not count pods with requests.
-	scoped := q("best-effort", v1.ResourceList{v1.ResourcePods: resource.MustParse("1")}, nil)
-	scoped.Spec.Scopes = []v1.ResourceQuotaScope{v1.ResourceQuotaScopeBestEffort}
-	if err := checkQuota([]*v1.ResourceQuota{scoped}, pods, nil); err != nil {
-		t.Errorf("a BestEffort-scoped quota counted burstable pods: %v", err)
-	}
-}
-
 func TestBookingFor(t *testing.T) {
 	pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train", UID: "u1"}}
-	pod := st.MakePod().Namespace("ml").Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).
-		ContainerPort([]v1.ContainerPort{{ContainerPort: 80}, {HostPort: 8080, ContainerPort: 8080}}).
-		Toleration("gpu").Priority(7).Obj()
+	pod := wrappers.MakePod("", "ml").Requests("cpu", "2").Toleration("gpu").Priority(7).Obj()
+	// The wrappers have no setter for ports.
+	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80}, {HostPort: 8080, ContainerPort: 8080}}
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
 	b := bookingFor(pr, 1, 3, pod, "n1", 1, c)
 	if b.Name != "provreq-u1-1-3" || b.Labels[LabelRequestUID] != "u1" || b.Annotations[AnnotationRequest] != "ml/train" {
@@ -257,4 +228,17 @@ func TestAssumedNotCached(t *testing.T) {
 	if n := r.assumedNotCached("u1", nil); n != 0 {
 		t.Errorf("after %s: %d, want 0", assumeFor, n)
 	}
+}
+
+// testScheme knows the kinds the provisioner's fake clients hold: core,
+// ProvisioningRequests and Reservations.
+func testScheme(t testing.TB) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, provv1.AddToScheme, schedv1alpha1.AddToScheme, autoscalingv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return scheme
 }

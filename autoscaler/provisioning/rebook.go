@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/priority"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
-	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
@@ -32,20 +32,11 @@ import (
 // there is no room before then, or the request has been booked again
 // maxRebooks times, is it CapacityRevoked: Kueue answers that condition by
 // deactivating the workload, so it must mean a real loss.
-const (
-	// DetailRebooks counts the rounds in which lost booked capacity was
-	// booked again.
-	DetailRebooks = "gantry.dev/rebooks"
-	// maxRebooks bounds those rounds: each is a simulation under bookMu,
-	// and a request whose bookings keep being preempted is better told.
-	maxRebooks = 5
-
-	// ReasonBookingLost (event): booked capacity went away and is being
-	// booked again.
-	ReasonBookingLost = "BookingLost"
-	// ReasonCapacityRebooked (event): it was.
-	ReasonCapacityRebooked = "CapacityRebooked"
-)
+//
+// maxRebooks bounds those rounds (counted in DetailRebooks): each is a
+// simulation under bookMu, and a request whose bookings keep being
+// preempted is better told.
+const maxRebooks = 5
 
 // lostBooking is what a request's lost Reservations held room for.
 type lostBooking struct {
@@ -152,7 +143,7 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if r.PlacementTimeout > 0 && !lost.since.IsZero() && lost.since.Add(r.PlacementTimeout).Before(until) {
 		until = lost.since.Add(r.PlacementTimeout)
 	}
-	round := rebooks(pr) + 1
+	round := rq.rebooks() + 1
 	switch {
 	case !now.Before(end) || !now.Before(rq.deadline):
 		return r.revoke(ctx, rq, what+"; the booking or the request's validity has ended")
@@ -183,7 +174,7 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 		index = append(index, si)
 	}
 	unschedulable, err := r.placeAgain(ctx, rq, want, index, round, end)
-	if rej, ok := asPriorityRejection(err); ok {
+	if rej, ok := priority.AsRejection(err); ok {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, rej))
 	}
 	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
@@ -212,8 +203,8 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if err := errors.Join(errs...); err != nil {
 		return reconcile.Result{}, err
 	}
-	setDetails(pr, map[string]string{DetailRebooks: strconv.Itoa(round)})
-	if err := r.writeStatus(ctx, pr); err != nil {
+	rq.recordRebooks(round)
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonCapacityRebooked, "%s; booked again elsewhere until %s", what, end.UTC().Format(time.RFC3339))
@@ -225,7 +216,7 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 // booked.
 func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) (*simulator.Unschedulable, error) {
 	pr := rq.pr
-	if err := r.resolvePriorities(ctx, pr.Namespace, want); err != nil {
+	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, pr.Namespace, want); err != nil {
 		return nil, err
 	}
 	r.bookMu.Lock()
@@ -273,13 +264,4 @@ func grew(pod *v1.Pod, lost []schedv1alpha1.Reservation, uid types.UID, set int)
 		}
 	}
 	return "", false
-}
-
-// rebooks is how many rounds of the request's booking were booked again.
-func rebooks(pr *provv1.ProvisioningRequest) int {
-	n, err := strconv.Atoi(detail(pr, DetailRebooks))
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
 }

@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -20,6 +21,28 @@ import (
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
+
+// deletingGroup records the nodes it is asked to delete, and fails when
+// told to.
+type deletingGroup struct {
+	testGroup
+	deleted []string
+	fail    bool
+	// beforeDelete, if set, runs when nodes are about to be deleted.
+	beforeDelete func()
+}
+
+func (g *deletingGroup) TargetSize(context.Context) (int, error) { return 10, nil }
+func (g *deletingGroup) DeleteNodes(_ context.Context, names []string) error {
+	if g.beforeDelete != nil {
+		g.beforeDelete()
+	}
+	if g.fail {
+		return errors.New("cloud says no")
+	}
+	g.deleted = append(g.deleted, names...)
+	return nil
+}
 
 // listingGroup is a deletingGroup that lists its nodes, as
 // nodegroups.RollBack needs.
@@ -91,11 +114,11 @@ func TestRollBackForeignAttempt(t *testing.T) {
 	ctx := context.Background()
 	for _, attempt := range []string{"r1-1", "r1", "r2x-1", ""} {
 		r, g := rollBackFixture(t)
-		pr := withAttempt("r2", attempt)
-		if scaleUpInFlight(pr) {
+		rq := newRequest(withAttempt("r2", attempt))
+		if rq.scaleUpInFlight() {
 			t.Errorf("attempt %q: request r2 has a scale-up in flight", attempt)
 		}
-		if err := r.rollBackAttempt(ctx, pr, "cancelled"); err != nil {
+		if err := r.rollBackAttempt(ctx, rq, "cancelled"); err != nil {
 			t.Fatalf("attempt %q: %v", attempt, err)
 		}
 		if len(g.deleted) != 0 {
@@ -108,17 +131,17 @@ func TestRollBackForeignAttempt(t *testing.T) {
 // deletes a node that runs a pod (other than DaemonSet and mirror pods).
 func TestRollBackKeepsBusyNodes(t *testing.T) {
 	r, g := rollBackFixture(t)
-	pr := withAttempt("r1", "r1-1")
-	if !scaleUpInFlight(pr) {
+	rq := newRequest(withAttempt("r1", "r1-1"))
+	if !rq.scaleUpInFlight() {
 		t.Fatal("request r1's own attempt is not in flight")
 	}
-	if err := r.rollBackAttempt(context.Background(), pr, "timed out"); err != nil {
+	if err := r.rollBackAttempt(context.Background(), rq, "timed out"); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(g.deleted, " "); got != "idle daemons" {
 		t.Errorf("deleted %v, want idle and daemons (busy runs a pod)", g.deleted)
 	}
-	if scaleUpInFlight(pr) {
+	if rq.scaleUpInFlight() {
 		t.Error("the rolled-back attempt is still in flight")
 	}
 }
@@ -128,13 +151,13 @@ func TestRollBackKeepsBusyNodes(t *testing.T) {
 // are never touched.
 func TestRemoveUnusedNodesKeepsBusyNodes(t *testing.T) {
 	r, g := rollBackFixture(t)
-	if err := r.removeUnusedNodes(context.Background(), withAttempt("r2", "r1-1")); err != nil {
+	if err := r.removeUnusedNodes(context.Background(), newRequest(withAttempt("r2", "r1-1"))); err != nil {
 		t.Fatal(err)
 	}
 	if len(g.deleted) != 0 {
 		t.Errorf("request r2's removal deleted request r1's nodes %v", g.deleted)
 	}
-	if err := r.removeUnusedNodes(context.Background(), withAttempt("r1", "")); err != nil {
+	if err := r.removeUnusedNodes(context.Background(), newRequest(withAttempt("r1", ""))); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Join(g.deleted, " "); got != "daemons idle" {
@@ -151,8 +174,10 @@ func TestRemoveUnusedNodesKeepsBusyNodes(t *testing.T) {
 func TestRollBackKeepsBookedNodes(t *testing.T) {
 	ctx := context.Background()
 	for name, run := range map[string]func(*Reconciler) error{
-		"roll-back": func(r *Reconciler) error { return r.rollBackAttempt(ctx, withAttempt("r1", "r1-1"), "timed out") },
-		"removal":   func(r *Reconciler) error { return r.removeUnusedNodes(ctx, withAttempt("r1", "")) },
+		"roll-back": func(r *Reconciler) error {
+			return r.rollBackAttempt(ctx, newRequest(withAttempt("r1", "r1-1")), "timed out")
+		},
+		"removal": func(r *Reconciler) error { return r.removeUnusedNodes(ctx, newRequest(withAttempt("r1", ""))) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			r, g := rollBackFixture(t)

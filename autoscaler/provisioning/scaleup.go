@@ -12,7 +12,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -26,44 +25,15 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 )
 
-// Annotations where provisioners before issue 14 kept a request's attempt.
-// Any editor of the request can write them: they are neither read nor
-// written any more (see the package doc).
-const (
-	AnnotationScaleUpAttempt = "autoscaling.gantry.dev/scale-up-attempt"
-	// AnnotationScaleUpPlan is the nodes to add per group, "group=n,...".
-	AnnotationScaleUpPlan = "autoscaling.gantry.dev/scale-up-plan"
-	// AnnotationScaleUpStarted is when the attempt started (RFC 3339).
-	AnnotationScaleUpStarted = "autoscaling.gantry.dev/scale-up-started"
-)
-
-// An atomic scale-up attempt is recorded on the request before any node is
-// created, so that a restarted provisioner finds it and either completes it
-// or rolls it back: its ID (also the label of every node it creates), its
-// plan and when it started.
-// The provisioner's own record of a request's attempts, in the request's
-// status.provisioningClassDetails, which tenants cannot write (see the
-// package doc).
-const (
-	// DetailScaleUpAttempt is the attempt in flight, "<request UID>-<n>";
-	// the label of every node it creates.
-	DetailScaleUpAttempt = "gantry.dev/scale-up-attempt"
-	// DetailScaleUpPlan is the nodes it adds per group, "group=n,...".
-	DetailScaleUpPlan = "gantry.dev/scale-up-plan"
-	// DetailScaleUpStarted is when it started (RFC 3339).
-	DetailScaleUpStarted = "gantry.dev/scale-up-started"
-	// DetailAttempts counts the request's failed attempts (for backoff).
-	DetailAttempts = "gantry.dev/attempts"
-	// DetailNextAttempt is when the next attempt is due (RFC 3339).
-	DetailNextAttempt = "gantry.dev/next-attempt"
-)
-
-// Reasons of atomic scale-up.
-const (
-	ReasonScalingUp         = "ScalingUp"
-	ReasonScaleUpRolledBack = "ScaleUpRolledBack"
-	ReasonNoNodeGroupFits   = "NoNodeGroupFits"
-)
+// What only atomic scale-up classes do. A request whose pods do not fit
+// the cluster as it is gets a scale-up planned on the same snapshot, under
+// bookMu (planScaleUpFor), and started after (startScaleUp): the attempt is
+// recorded on the request (request.recordScaleUp) before its first node
+// exists. While it is in flight (request.scaleUpInFlight) serve follows it
+// (followScaleUp) until its nodes are Ready, and then books them as any
+// class books (booking.go); an attempt that fails is rolled back
+// (rollBackAttempt), sparing nodes in use (keepNode). A deleted request's
+// unused nodes are removed (removeUnusedNodes).
 
 // readinessPoll is how often an attempt's nodes are looked at while they
 // come up.
@@ -303,13 +273,9 @@ func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *si
 
 	// Recorded before the first node exists: whatever happens next, the
 	// attempt is found and completed or rolled back.
-	attempt := attemptID(pr, attempts(pr)+1)
-	setDetails(pr, map[string]string{
-		DetailScaleUpAttempt: attempt,
-		DetailScaleUpPlan:    plan.String(),
-		DetailScaleUpStarted: r.Clock.Now().UTC().Format(time.RFC3339Nano),
-	})
-	if err := r.writeStatus(ctx, pr); err != nil {
+	attempt := rq.attemptID(rq.attempts() + 1)
+	rq.recordScaleUp(attempt, plan.String(), r.Clock.Now())
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	byID := map[string]nodegroups.NodeGroup{}
@@ -327,90 +293,32 @@ func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *si
 		}
 		nodesCreated.WithLabelValues(id).Add(float64(created))
 		if err != nil {
-			return r.abortScaleUp(ctx, rq, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
+			return r.attemptFailed(ctx, rq, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
 		}
 		logger.V(2).Info("Scaling up", "nodeGroup", id, "nodes", len(names), "attempt", attempt)
 	}
 	msg := fmt.Sprintf("adding %d nodes (%s) for %d pods that existing capacity cannot hold; attempt %s, waiting up to %s for them to be Ready",
 		plan.total(), plan, countPods(rq.sets), attempt, class.ProvisioningTimeout)
 	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonScalingUp, msg)
-	setCondition(pr, provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonScalingUp, msg)
-	if err := r.writeStatus(ctx, pr); err != nil {
+	rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonScalingUp, msg)
+	if err := r.writeStatus(ctx, rq); err != nil {
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{RequeueAfter: readinessPoll}, nil
 }
 
-// detail is one of the provisioner's details of the request ("": none).
-func detail(pr *provv1.ProvisioningRequest, key string) string {
-	return string(pr.Status.ProvisioningClassDetails[key])
-}
-
-// setDetails sets details of the request's status (not yet written); an
-// empty value removes the detail.
-func setDetails(pr *provv1.ProvisioningRequest, kv map[string]string) {
-	if pr.Status.ProvisioningClassDetails == nil {
-		pr.Status.ProvisioningClassDetails = map[string]provv1.Detail{}
-	}
-	for k, v := range kv {
-		if v == "" {
-			delete(pr.Status.ProvisioningClassDetails, k)
-		} else {
-			pr.Status.ProvisioningClassDetails[k] = provv1.Detail(v)
-		}
-	}
-}
-
-// attemptID is the ID of the request's attempt number n.
-func attemptID(pr *provv1.ProvisioningRequest, n int) string {
-	return fmt.Sprintf("%s-%d", pr.UID, n)
-}
-
-// ownAttempt is the request's recorded scale-up attempt ("": none). A
-// recorded value that is not one of the request's own attempt IDs,
-// "<request UID>-<n>", is ignored (ok false): nothing is ever done to the
-// nodes of another request's attempt on this request's behalf.
-func ownAttempt(pr *provv1.ProvisioningRequest) (attempt string, ok bool) {
-	a := detail(pr, DetailScaleUpAttempt)
-	if a == "" {
-		return "", true
-	}
-	rest, found := strings.CutPrefix(a, string(pr.UID)+"-")
-	if n, err := strconv.Atoi(rest); pr.UID == "" || !found || err != nil || n < 1 || a != attemptID(pr, n) {
-		return "", false
-	}
-	return a, true
-}
-
-// checkedAttempt is ownAttempt, logging a recorded value it ignores.
-func checkedAttempt(ctx context.Context, pr *provv1.ProvisioningRequest) string {
-	a, ok := ownAttempt(pr)
-	if !ok {
-		klog.FromContext(ctx).Info("Ignoring a recorded scale-up attempt that is not the request's own",
-			"provisioningRequest", klog.KObj(pr), "uid", pr.UID, "attempt", detail(pr, DetailScaleUpAttempt))
-	}
-	return a
-}
-
-// scaleUpInFlight reports whether the request has an attempt of its own
-// whose nodes are not booked yet.
-func scaleUpInFlight(pr *provv1.ProvisioningRequest) bool {
-	a, _ := ownAttempt(pr)
-	return a != "" &&
-		!meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) && !isTerminal(pr)
-}
-
 // followScaleUp waits for the nodes of the request's attempt: all Ready →
 // simulate and book them; past the provisioning timeout → roll back.
 func (r *Reconciler) followScaleUp(ctx context.Context, rq *request) (reconcile.Result, error) {
-	pr, class := rq.pr, rq.class
-	attempt := checkedAttempt(ctx, pr)
-	plan, err := parsePlan(detail(pr, DetailScaleUpPlan))
-	started, terr := time.Parse(time.RFC3339Nano, detail(pr, DetailScaleUpStarted))
+	class := rq.class
+	attempt := rq.checkedAttempt(ctx)
+	recordedPlan, recordedStart := rq.scaleUpRecord()
+	plan, err := parsePlan(recordedPlan)
+	started, terr := time.Parse(time.RFC3339Nano, recordedStart)
 	if err != nil || terr != nil {
-		return r.abortScaleUp(ctx, rq, "the scale-up attempt's record in status.provisioningClassDetails cannot be read")
+		return r.attemptFailed(ctx, rq, "the scale-up attempt's record in status.provisioningClassDetails cannot be read")
 	}
-	if err := r.refresh(ctx); err != nil {
+	if err := nodegroups.Refresh(ctx, r.Provider); err != nil {
 		return reconcile.Result{}, err
 	}
 	nodes, err := r.Nodes.List(labels.SelectorFromSet(labels.Set{nodegroups.LabelAttempt: attempt}))
@@ -429,49 +337,30 @@ func (r *Reconciler) followScaleUp(ctx context.Context, rq *request) (reconcile.
 	}
 	waited := r.Clock.Since(started)
 	if waited >= class.ProvisioningTimeout {
-		return r.abortScaleUp(ctx, rq,
+		return r.attemptFailed(ctx, rq,
 			fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout))
 	}
 	return reconcile.Result{RequeueAfter: min(readinessPoll, class.ProvisioningTimeout-waited)}, nil
 }
 
-// refresh brings the provider's view up to date, for providers that need it.
-func (r *Reconciler) refresh(ctx context.Context) error {
-	if rf, ok := r.Provider.(nodegroups.Refresher); ok {
-		if err := rf.Refresh(ctx); err != nil {
-			return fmt.Errorf("refreshing the node-group provider: %w", err)
-		}
-	}
-	return nil
-}
-
-// abortScaleUp rolls the request's attempt back (every node it created)
-// and records the failed attempt: retried after a backoff, or Failed.
-func (r *Reconciler) abortScaleUp(ctx context.Context, rq *request, why string) (reconcile.Result, error) {
-	if err := r.rollBackAttempt(ctx, rq.pr, why); err != nil {
-		return reconcile.Result{}, err
-	}
-	return r.notFound(ctx, rq, why)
-}
-
 // rollBackAttempt deletes every node of the request's own attempt through
-// the provider, but those that run pods, and forgets the attempt (in pr's
-// status; written by the caller's next status update). Without an attempt
-// of its own it deletes nothing.
-func (r *Reconciler) rollBackAttempt(ctx context.Context, pr *provv1.ProvisioningRequest, why string) error {
-	attempt := checkedAttempt(ctx, pr)
+// the provider, but those that run pods, and forgets the attempt (in the
+// request's status; written by the caller's next status update). Without
+// an attempt of its own it deletes nothing.
+func (r *Reconciler) rollBackAttempt(ctx context.Context, rq *request, why string) error {
+	attempt := rq.checkedAttempt(ctx)
 	if attempt == "" {
-		setDetails(pr, map[string]string{DetailScaleUpAttempt: "", DetailScaleUpPlan: "", DetailScaleUpStarted: ""})
+		rq.forgetAttempt()
 		return nil
 	}
-	deleted, err := r.rollBack(ctx, attempt, pr.UID)
+	deleted, err := r.rollBack(ctx, attempt, rq.pr.UID)
 	if err != nil {
 		return fmt.Errorf("rolling back scale-up attempt %s: %w", attempt, err)
 	}
 	if deleted > 0 {
-		r.Recorder.Eventf(pr, v1.EventTypeWarning, ReasonScaleUpRolledBack, "Deleted the %d nodes of attempt %s: %s", deleted, attempt, why)
+		r.Recorder.Eventf(rq.pr, v1.EventTypeWarning, ReasonScaleUpRolledBack, "Deleted the %d nodes of attempt %s: %s", deleted, attempt, why)
 	}
-	setDetails(pr, map[string]string{DetailScaleUpAttempt: "", DetailScaleUpPlan: "", DetailScaleUpStarted: ""})
+	rq.forgetAttempt()
 	return nil
 }
 
@@ -507,7 +396,7 @@ func (r *Reconciler) keepNode(owner types.UID) func(context.Context, *v1.Node) (
 		}
 		if booked == nil {
 			var err error
-			if booked, err = r.bookedNodes(ctx, true, owner); err != nil {
+			if booked, err = r.BookedNodes(ctx, true, owner); err != nil {
 				return false, err
 			}
 		}
@@ -520,7 +409,7 @@ func (r *Reconciler) keepNode(owner types.UID) func(context.Context, *v1.Node) (
 }
 
 // runsPods reports whether a node runs a pod that keeps it (see
-// holdsNode), looked up through the API just before the node would be
+// HoldsNode), looked up through the API just before the node would be
 // deleted; without an API reader, in the pod cache. Such a node is never
 // rolled back: the pod may be another tenant's.
 func (r *Reconciler) runsPods(ctx context.Context, n *v1.Node) (bool, error) {
@@ -532,54 +421,33 @@ func (r *Reconciler) runsPods(ctx context.Context, n *v1.Node) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		return slices.ContainsFunc(pods, func(p *v1.Pod) bool { return p.Spec.NodeName == n.Name && holdsNode(p) }), nil
+		return slices.ContainsFunc(pods, func(p *v1.Pod) bool { return p.Spec.NodeName == n.Name && HoldsNode(p) }), nil
 	}
 	var pods v1.PodList
 	if err := r.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", n.Name)}); err != nil {
 		return false, fmt.Errorf("listing the pods of node %s: %w", n.Name, err)
 	}
-	if slices.ContainsFunc(pods.Items, func(p v1.Pod) bool { return holdsNode(&p) }) {
+	if slices.ContainsFunc(pods.Items, func(p v1.Pod) bool { return HoldsNode(&p) }) {
 		klog.FromContext(ctx).Info("Keeping a node of a rolled-back attempt: it runs pods", "node", klog.KObj(n), "attempt", n.Labels[nodegroups.LabelAttempt])
 		return true, nil
 	}
 	return false, nil
 }
 
-// inFlightAttempts are the attempts of requests, other than except, whose
-// nodes are not booked yet: no other request's simulation may count on
-// them, and scale-down leaves them alone.
-func (r *Reconciler) inFlightAttempts(ctx context.Context, except *provv1.ProvisioningRequest) (map[string]bool, error) {
-	var list provv1.ProvisioningRequestList
-	out := map[string]bool{}
-	if err := r.Client.List(ctx, &list); CRDMissing(err) {
-		// No request exists without the ProvisioningRequest CRD.
-		return out, nil
-	} else if err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		pr := &list.Items[i]
-		if scaleUpInFlight(pr) && (except == nil || pr.UID != except.UID) {
-			a, _ := ownAttempt(pr)
-			out[a] = true
-		}
-	}
-	return out, nil
-}
-
 // removeUnusedNodes deletes the nodes any attempt of a request created
 // (labelled "<its UID>-<n>") that nothing uses (no pod, looked up through
 // the API just before; no other booking): a cancelled request leaves
 // nothing behind.
-func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.ProvisioningRequest) error {
+func (r *Reconciler) removeUnusedNodes(ctx context.Context, rq *request) error {
 	if r.Provider == nil {
 		return nil
 	}
+	pr := rq.pr
 	nodes, err := r.Nodes.List(labels.Everything())
 	if err != nil {
 		return err
 	}
-	used, err := r.nodesInUse(ctx, pr)
+	used, err := r.NodesInUse(ctx, pr.UID)
 	if err != nil {
 		return err
 	}
@@ -614,7 +482,7 @@ func (r *Reconciler) removeUnusedNodes(ctx context.Context, pr *provv1.Provision
 		nodesRolledBack.WithLabelValues(g.ID()).Add(float64(len(names)))
 	}
 	if deleted > 0 {
-		r.Recorder.Eventf(pr, v1.EventTypeNormal, "NodesRemoved", "Deleted %d unused nodes created for the request", deleted)
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonNodesRemoved, "Deleted %d unused nodes created for the request", deleted)
 	}
 	return errors.Join(errs...)
 }

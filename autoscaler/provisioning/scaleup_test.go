@@ -7,15 +7,14 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // testGroup is a node group of nodes of one size; only what planning
@@ -56,7 +55,7 @@ func planner(t *testing.T) *Reconciler {
 }
 
 func cpuPod(cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name("p").Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	return wrappers.MakePod("p", "ns").Requests("cpu", cpu).Obj()
 }
 
 func TestPlanScaleUp(t *testing.T) {
@@ -138,23 +137,4 @@ func FuzzParsePlan(f *testing.F) {
 			t.Fatalf("%q parsed to %v, which reads back as %v, %v", s, p, again, err)
 		}
 	})
-}
-
-func TestHoldsNode(t *testing.T) {
-	plain := cpuPod("1")
-	done := cpuPod("1")
-	done.Status.Phase = v1.PodSucceeded
-	ds := cpuPod("1")
-	ds.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
-	mirror := cpuPod("1")
-	mirror.Annotations = map[string]string{v1.MirrorPodAnnotationKey: "x"}
-	for _, tc := range []struct {
-		name string
-		pod  *v1.Pod
-		want bool
-	}{{"running pod", plain, true}, {"succeeded pod", done, false}, {"DaemonSet pod", ds, false}, {"mirror pod", mirror, false}} {
-		if got := holdsNode(tc.pod); got != tc.want {
-			t.Errorf("%s: holdsNode = %v, want %v", tc.name, got, tc.want)
-		}
-	}
 }

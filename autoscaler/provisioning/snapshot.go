@@ -52,7 +52,7 @@ func (r *Reconciler) cluster(ctx context.Context, pr *provv1.ProvisioningRequest
 	if err != nil {
 		return c, err
 	}
-	others, err := r.inFlightAttempts(ctx, pr)
+	others, err := r.InFlightAttempts(ctx, pr.UID)
 	if err != nil {
 		return c, err
 	}

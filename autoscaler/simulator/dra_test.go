@@ -20,6 +20,8 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 const (
@@ -60,8 +62,10 @@ func allocatedGPU(name, node, device string) *resourceapi.ResourceClaim {
 
 // gpuPod is a 1-CPU pod with claims.
 func gpuPod(claims ...v1.PodResourceClaim) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name("tmpl").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
-		PodResourceClaims(claims...).Obj()
+	p := wrappers.MakePod("tmpl", "ns").Requests("cpu", "1").Obj()
+	// The wrappers have no setter for resource claims.
+	p.Spec.ResourceClaims = claims
+	return p
 }
 
 func fromTemplate(name string) v1.PodResourceClaim {

@@ -8,12 +8,15 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // newSimulator is a simulator of profile (nil: the default one) in a
@@ -40,11 +43,11 @@ func node(name, cpu string) *v1.Node {
 }
 
 func pod(cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name("tmpl").Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	return wrappers.MakePod("tmpl", "ns").Requests("cpu", cpu).Obj()
 }
 
 func bound(name, node, cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name(name).UID(name).Node(node).Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	return wrappers.MakePod(name, "ns").UID(name).NodeName(node).Requests("cpu", cpu).Obj()
 }
 
 func TestPlace(t *testing.T) {
@@ -94,9 +97,12 @@ func TestPlace(t *testing.T) {
 // Anti-affinity between the request's own pods: one per node.
 func TestPlaceSpreadsAntiAffinePods(t *testing.T) {
 	s := newSimulator(t, nil)
-	p := st.MakePod().Namespace("ns").Name("tmpl").Label("app", "db").
-		PodAntiAffinityExists("app", v1.LabelHostname, st.PodAntiAffinityWithRequiredReq).
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	p := wrappers.MakePod("tmpl", "ns").Label("app", "db").Requests("cpu", "1").Obj()
+	// The wrappers have no setter for pod anti-affinity.
+	p.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists}}},
+		TopologyKey:   v1.LabelHostname,
+	}}}}
 	var nodes []*v1.Node
 	for i := range 3 {
 		nodes = append(nodes, st.MakeNode().Name(fmt.Sprintf("n%d", i)).Label(v1.LabelHostname, fmt.Sprintf("n%d", i)).

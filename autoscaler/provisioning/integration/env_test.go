@@ -24,11 +24,11 @@ import (
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/test/util"
@@ -182,7 +182,7 @@ func (e *env) startKubelet() (stop func()) {
 			if err == nil {
 				for i := range list.Items {
 					n := &list.Items[i]
-					if n.Annotations[nodes.KwokAnnotation] == "" || len(n.Spec.Taints) == 0 && isReady(n) {
+					if n.Annotations[kwok.KwokAnnotation] == "" || len(n.Spec.Taints) == 0 && isReady(n) {
 						continue
 					}
 					if !isReady(n) {

@@ -1,4 +1,4 @@
-package provisioning
+package scaledown
 
 import (
 	"context"
@@ -16,24 +16,29 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-// deletingGroup records the nodes it is asked to delete, and fails when
-// told to.
+// deletingGroup is a node group of 10 nodes that records the nodes it is
+// asked to delete, and fails when told to.
 type deletingGroup struct {
-	testGroup
+	nodegroups.NodeGroup
+	id      string
 	deleted []string
 	fail    bool
 	// beforeDelete, if set, runs when nodes are about to be deleted.
 	beforeDelete func()
 }
 
+func (g *deletingGroup) ID() string                              { return g.id }
+func (g *deletingGroup) MinSize() int                            { return 0 }
 func (g *deletingGroup) TargetSize(context.Context) (int, error) { return 10, nil }
 func (g *deletingGroup) DeleteNodes(_ context.Context, names []string) error {
 	if g.beforeDelete != nil {
@@ -84,8 +89,8 @@ func TestScaleDown(t *testing.T) {
 	_ = podIndex.Add(busy)
 	c := podIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...)).Build()
 	clk := testingclock.NewFakeClock(time.Now())
-	g := &deletingGroup{testGroup: testGroup{id: "g"}}
-	s := &ScaleDown{Reconciler: &Reconciler{Client: c, APIReader: c, Provider: oneGroup{g},
+	g := &deletingGroup{id: "g"}
+	s := &ScaleDown{Reconciler: &provisioning.Reconciler{Client: c, APIReader: c, Provider: oneGroup{g},
 		Nodes: corelisters.NewNodeLister(nodeIndex), Pods: corelisters.NewPodLister(podIndex),
 		Recorder: record.NewFakeRecorder(10), Clock: clk}, UnneededTime: time.Minute, wait: noWait}
 	taintsOf := func(name string) []v1.Taint {
@@ -185,10 +190,10 @@ func TestScaleDownRace(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			g := &deletingGroup{testGroup: testGroup{id: "g"}}
+			g := &deletingGroup{id: "g"}
 			g.beforeDelete = commit
 			clk := testingclock.NewFakeClock(time.Now())
-			s := &ScaleDown{Reconciler: &Reconciler{Client: cached, APIReader: c, Provider: oneGroup{g},
+			s := &ScaleDown{Reconciler: &provisioning.Reconciler{Client: cached, APIReader: c, Provider: oneGroup{g},
 				Nodes: corelisters.NewNodeLister(nodeIndex), Pods: corelisters.NewPodLister(podIndex),
 				Recorder: record.NewFakeRecorder(10), Clock: clk}, UnneededTime: time.Minute,
 				wait: func(context.Context, time.Duration) error { commit(); return nil }}
@@ -230,7 +235,7 @@ func TestUnneededSinceSurvivesLeaderChange(t *testing.T) {
 	c := podIndexes(fake.NewClientBuilder().WithScheme(scheme).WithObjects(node.DeepCopy())).Build()
 	podIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	clk := testingclock.NewFakeClock(time.Now().Truncate(time.Second))
-	g := &deletingGroup{testGroup: testGroup{id: "g"}}
+	g := &deletingGroup{id: "g"}
 	leader := func() *ScaleDown {
 		// A new leader's node cache shows what the API server has.
 		var n v1.Node
@@ -239,7 +244,7 @@ func TestUnneededSinceSurvivesLeaderChange(t *testing.T) {
 		}
 		nodeIndex := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 		_ = nodeIndex.Add(&n)
-		return &ScaleDown{Reconciler: &Reconciler{Client: c, APIReader: c, Provider: oneGroup{g},
+		return &ScaleDown{Reconciler: &provisioning.Reconciler{Client: c, APIReader: c, Provider: oneGroup{g},
 			Nodes: corelisters.NewNodeLister(nodeIndex), Pods: corelisters.NewPodLister(podIndex),
 			Recorder: record.NewFakeRecorder(10), Clock: clk}, UnneededTime: time.Minute, wait: noWait}
 	}
@@ -270,4 +275,17 @@ func testScheme(t testing.TB) *runtime.Scheme {
 		}
 	}
 	return scheme
+}
+
+// laggingCache is the API behind c as a cache that shows no Reservation
+// yet.
+func laggingCache(c client.WithWatch) client.Client {
+	return interceptor.NewClient(c, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*schedv1alpha1.ReservationList); ok {
+				return nil
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
 }

@@ -1,4 +1,16 @@
-package provisioning
+// Package scaledown is gantry-provisioner's scale-down loop: it removes
+// the nodes the provisioner's atomic scale-ups added (they carry the
+// attempt label, nodegroups.LabelAttempt) once nothing has kept them for
+// ScaleDown.UnneededTime. What keeps a node is the provisioning
+// Reconciler's to say (provisioning.HoldsNode, NodesInUse, BookedNodes,
+// InFlightAttempts, in provisioning's nodeuse.go); this package decides
+// when to remove a node and how: it is tainted (TaintToBeDeleted), left
+// for TaintGrace so that bindings the scheduler decided before it saw the
+// taint commit, looked at again through the API (pods bound or nominated
+// there, Reservations), and only then deleted through its node group. The
+// time a node has been unneeded is kept on the node
+// (AnnotationUnneededSince), so leader changes do not restart it.
+package scaledown
 
 import (
 	"context"
@@ -10,9 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -20,21 +31,34 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
-	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
-	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 )
 
-// TaintToBeDeleted is put on a node scale-down is about to delete, so that
-// no pod is scheduled there meanwhile.
-const TaintToBeDeleted = "autoscaling.gantry.dev/to-be-deleted"
+// What scale-down writes on the nodes it looks at. They are a node's, not
+// a ProvisioningRequest's (whose vocabulary is provisioning's
+// conditions.go).
+const (
+	// TaintToBeDeleted is put on a node scale-down is about to delete, so
+	// that no pod is scheduled there meanwhile.
+	TaintToBeDeleted = "autoscaling.gantry.dev/to-be-deleted"
+	// AnnotationUnneededSince is on a node scale-down looks at: since when
+	// (RFC 3339) it has been unneeded. Only the provisioner writes it
+	// (nodes are cluster-scoped: tenants cannot); it is removed when the
+	// node is needed again.
+	AnnotationUnneededSince = "autoscaling.gantry.dev/unneeded-since"
+	// ReasonScaleDown is the event of a node removed.
+	ReasonScaleDown = "ScaleDown"
+)
 
-// AnnotationUnneededSince is on a node scale-down looks at: since when
-// (RFC 3339) it has been unneeded. Only the provisioner writes it (nodes
-// are cluster-scoped: tenants cannot); it is removed when the node is
-// needed again.
-const AnnotationUnneededSince = "autoscaling.gantry.dev/unneeded-since"
+var nodesScaledDown = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gantry_provisioning_nodes_scaled_down_total",
+	Help: "Nodes the provisioner created and removed once unneeded, by node group.",
+}, []string{"node_group"})
+
+func init() { metrics.Registry.MustRegister(nodesScaledDown) }
 
 // DefaultTaintGrace is ScaleDown.TaintGrace's default.
 const DefaultTaintGrace = 5 * time.Second
@@ -44,8 +68,11 @@ const DefaultTaintGrace = 5 * time.Second
 // unbooked, for UnneededTime. It never removes a node no node group owns,
 // a node without the attempt label, a node of a scale-up still in flight,
 // or nodes that would take a group below its minimum size.
+//
+// It reads the cluster through the provisioning Reconciler's caches,
+// clients and provider, and asks it what keeps a node.
 type ScaleDown struct {
-	*Reconciler
+	*provisioning.Reconciler
 	UnneededTime time.Duration
 	Interval     time.Duration
 	// TaintGrace is how long nodes stay tainted before they are looked at
@@ -94,7 +121,7 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	if s.Provider == nil {
 		return nil
 	}
-	if err := s.refresh(ctx); err != nil {
+	if err := nodegroups.Refresh(ctx, s.Provider); err != nil {
 		return err
 	}
 	sel := labels.NewSelector()
@@ -106,11 +133,11 @@ func (s *ScaleDown) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	used, err := s.nodesInUse(ctx, nil)
+	used, err := s.NodesInUse(ctx, "")
 	if err != nil {
 		return err
 	}
-	inFlight, err := s.inFlightAttempts(ctx, nil)
+	inFlight, err := s.InFlightAttempts(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -225,7 +252,7 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 	if err := s.sleep(ctx, s.taintGrace()); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	booked, err := s.bookedNodes(ctx, true, "")
+	booked, err := s.BookedNodes(ctx, true, "")
 	if err != nil {
 		// Left tainted: the next pass takes the taint off or goes on.
 		return errors.Join(append(errs, err)...)
@@ -255,7 +282,7 @@ func (s *ScaleDown) removeNodes(ctx context.Context, g nodegroups.NodeGroup, nam
 		s.removed[name] = true
 		s.mu.Unlock()
 		nodesScaledDown.WithLabelValues(g.ID()).Inc()
-		s.Recorder.Eventf(node, v1.EventTypeNormal, "ScaleDown", "Node group %s: removed node %s, unneeded for %s", g.ID(), name, s.UnneededTime)
+		s.Recorder.Eventf(node, v1.EventTypeNormal, ReasonScaleDown, "Node group %s: removed node %s, unneeded for %s", g.ID(), name, s.UnneededTime)
 		klog.FromContext(ctx).V(2).Info("Scaled down", "nodeGroup", g.ID(), "node", name)
 	}
 	return errors.Join(errs...)
@@ -271,13 +298,13 @@ func (s *ScaleDown) holds(ctx context.Context, name string, booked map[string]bo
 	if err := s.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("spec.nodeName", name)}); err != nil {
 		return "", fmt.Errorf("listing the pods of node %s: %w", name, err)
 	}
-	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return holdsNode(&p) }); i >= 0 {
+	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return provisioning.HoldsNode(&p) }); i >= 0 {
 		return "pod " + pods.Items[i].Namespace + "/" + pods.Items[i].Name, nil
 	}
 	if err := s.APIReader.List(ctx, &pods, client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("status.nominatedNodeName", name)}); err != nil {
 		return "", fmt.Errorf("listing the pods nominated to node %s: %w", name, err)
 	}
-	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return p.Spec.NodeName == "" && holdsNode(&p) }); i >= 0 {
+	if i := slices.IndexFunc(pods.Items, func(p v1.Pod) bool { return p.Spec.NodeName == "" && provisioning.HoldsNode(&p) }); i >= 0 {
 		return "nominated pod " + pods.Items[i].Namespace + "/" + pods.Items[i].Name, nil
 	}
 	return "", nil
@@ -341,86 +368,4 @@ func hasTaint(n *v1.Node, key string) bool {
 		}
 	}
 	return false
-}
-
-// holdsNode reports whether a pod keeps its node from being unneeded: any
-// pod not terminated, but DaemonSet and mirror pods, which every node has.
-func holdsNode(p *v1.Pod) bool {
-	if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-		return false
-	}
-	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
-}
-
-// nodesInUse are the nodes that hold a pod (see holdsNode) or a booking
-// (a Reservation placed there or pinned to it), but except's own, as the
-// caches show them.
-func (r *Reconciler) nodesInUse(ctx context.Context, except *provv1.ProvisioningRequest) (map[string]bool, error) {
-	var uid types.UID
-	if except != nil {
-		uid = except.UID
-	}
-	used, err := r.bookedNodes(ctx, false, uid)
-	if err != nil {
-		return nil, err
-	}
-	pods, err := r.Pods.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && holdsNode(p) {
-			used[p.Spec.NodeName] = true
-		}
-	}
-	return used, nil
-}
-
-// bookedNodes are the nodes that hold a booking (a Reservation placed there
-// or pinned to it), but those of the request of UID except, read from the
-// cache to find candidates (live false), through the API reader just
-// before a node is deleted (live true).
-func (r *Reconciler) bookedNodes(ctx context.Context, live bool, except types.UID) (map[string]bool, error) {
-	var rs schedv1alpha1.ReservationList
-	reader, opts := client.Reader(r.Client), []client.ListOption{client.UnsafeDisableDeepCopy}
-	if live && r.APIReader != nil {
-		reader, opts = r.APIReader, nil
-	}
-	used := map[string]bool{}
-	if err := reader.List(ctx, &rs, opts...); CRDMissing(err) {
-		// No booking exists without the Reservation CRD.
-		return used, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("listing the Reservations: %w", err)
-	}
-	for i := range rs.Items {
-		res := &rs.Items[i]
-		if except != "" && res.Labels[LabelRequestUID] == string(except) {
-			continue
-		}
-		switch res.Status.Phase {
-		case schedv1alpha1.ReservationAvailable:
-			used[res.Status.NodeName] = true
-		case "", schedv1alpha1.ReservationPending:
-			if res.Spec.Template.NodeName != "" {
-				used[res.Spec.Template.NodeName] = true
-			}
-		}
-	}
-	return used, nil
-}
-
-// CRDMissing reports whether err, from a list, says that the resource is
-// not served: its CustomResourceDefinition is not installed, so none of its
-// objects exists (a collection is otherwise never NotFound).
-func CRDMissing(err error) bool {
-	return err != nil && (meta.IsNoMatchError(err) || apierrors.IsNotFound(err))
 }

@@ -1,4 +1,29 @@
-package provisioning
+// Package priority resolves the priority a ProvisioningRequest's pods will
+// run at, as kube-apiserver's Priority admission resolves a pod's, so that
+// their booking holds capacity at that priority. It is never taken from
+// the PodTemplate: templates are not admitted as pods, and their
+// spec.priority is whatever the tenant wrote.
+//
+//   - priorityClassName names a class: its value. A class that does not
+//     exist is a Rejection (ClassNotFound): a pod naming it would be
+//     refused.
+//   - No name: the value of the globalDefault class (the lowest, should
+//     there be several), else 0.
+//   - spec.priority of the template is ignored.
+//   - A system class (system-*, or any class above 1000000000) is allowed
+//     only in kube-system or in a namespace a ResourceQuota lets use it (a
+//     quota whose scopeSelector matches the class, which is what
+//     kube-apiserver demands when its ResourceQuota admission limits the
+//     critical classes, as hardened clusters configure it); else a
+//     Rejection (ClassForbidden). kube-apiserver's Priority admission
+//     itself has no namespace rule; the provisioner cannot read the
+//     admission configuration, so it assumes the hardened one.
+//
+// A booking never preempts (PreemptNever whatever the class says); its
+// priority decides only what may preempt it. The provisioner fails a
+// request whose priority is rejected, with the reason its conditions.go
+// names for the Cause.
+package priority
 
 import (
 	"context"
@@ -17,16 +42,6 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 )
 
-// Reasons a request fails for when its pods' priority cannot be resolved.
-const (
-	// ReasonPriorityClassNotFound: a template names a PriorityClass that
-	// does not exist (kube-apiserver would refuse such a pod).
-	ReasonPriorityClassNotFound = "PriorityClassNotFound"
-	// ReasonPriorityClassForbidden: a template names a system PriorityClass
-	// in a namespace that may not use it.
-	ReasonPriorityClassForbidden = "PriorityClassForbidden"
-)
-
 // systemPriorityClassPrefix starts the names of the system PriorityClasses
 // (system-node-critical, system-cluster-critical); only they may have a
 // value above highestUserDefinablePriority.
@@ -38,57 +53,56 @@ const (
 // systemPriorityNamespace may always use the system PriorityClasses.
 const systemPriorityNamespace = "kube-system"
 
-// priorityRejection is why a pod set's priority could not be resolved; the
-// request fails with it.
-type priorityRejection struct {
-	reason, msg string
+// Cause is why a pod set's priority was rejected.
+type Cause int
+
+const (
+	// ClassNotFound: a template names a PriorityClass that does not exist.
+	ClassNotFound Cause = iota
+	// ClassForbidden: a template names a system PriorityClass in a
+	// namespace that may not use it.
+	ClassForbidden
+)
+
+// Rejection is why a pod set's priority could not be resolved: admission
+// would refuse its pods.
+type Rejection struct {
+	Cause Cause
+	msg   string
 }
 
-func (e *priorityRejection) Error() string { return e.msg }
+func (e *Rejection) Error() string { return e.msg }
 
-// A booking holds capacity at the priority its pods will run at, so it is
-// resolved as kube-apiserver's Priority admission resolves a pod's, never
-// taken from the PodTemplate: templates are not admitted as pods, and their
-// spec.priority is whatever the tenant wrote.
-//
-//   - priorityClassName names a class: its value. A class that does not
-//     exist fails the request (a pod naming it would be refused).
-//   - No name: the value of the globalDefault class (the lowest, should
-//     there be several), else 0.
-//   - spec.priority of the template is ignored.
-//   - A system class (system-*, or any class above 1000000000) is allowed
-//     only in kube-system or in a namespace a ResourceQuota lets use it (a
-//     quota whose scopeSelector matches the class, which is what
-//     kube-apiserver demands when its ResourceQuota admission limits the
-//     critical classes, as hardened clusters configure it). kube-apiserver's
-//     Priority admission itself has no namespace rule; the provisioner cannot
-//     read the admission configuration, so it assumes the hardened one.
-//
-// A booking never preempts (PreemptNever whatever the class says); its
-// priority decides only what may preempt it.
+// AsRejection returns err's rejection, if it is one.
+func AsRejection(err error) (*Rejection, bool) {
+	var rej *Rejection
+	ok := errors.As(err, &rej)
+	return rej, ok
+}
 
-// resolvePriorities sets each pod set's spec.priority to the priority
-// resolved for it, as admission sets a pod's; a rejection is returned as a
-// *priorityRejection.
-func (r *Reconciler) resolvePriorities(ctx context.Context, namespace string, sets []simulator.PodSet) error {
-	var quotas []v1.ResourceQuota
-	quotasRead := false
+// Resolve sets each pod set's spec.priority to the priority resolved for
+// it in namespace, as admission sets a pod's, from classes (nil: no
+// PriorityClass exists); quotas lists the namespace's ResourceQuotas when
+// a set names a system class. A rejection is returned as a *Rejection.
+func Resolve(ctx context.Context, classes schedulinglisters.PriorityClassLister, quotas client.Reader, namespace string, sets []simulator.PodSet) error {
+	var list []v1.ResourceQuota
+	listed := false
 	for _, s := range sets {
 		spec := &s.Pod.Spec
-		prio, system, err := resolvePriority(r.PriorityClasses, spec.PriorityClassName)
+		prio, system, err := resolve(classes, spec.PriorityClassName)
 		if err != nil {
 			return fmt.Errorf("pod set %s: %w", s.Name, err)
 		}
 		if system && namespace != systemPriorityNamespace {
-			if !quotasRead {
-				var list v1.ResourceQuotaList
-				if err := r.Client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+			if !listed {
+				var l v1.ResourceQuotaList
+				if err := quotas.List(ctx, &l, client.InNamespace(namespace)); err != nil {
 					return fmt.Errorf("listing the ResourceQuotas of %s: %w", namespace, err)
 				}
-				quotas, quotasRead = list.Items, true
+				list, listed = l.Items, true
 			}
-			if !quotaAllowsClass(quotas, spec.PriorityClassName) {
-				return &priorityRejection{reason: ReasonPriorityClassForbidden, msg: fmt.Sprintf(
+			if !quotaAllowsClass(list, spec.PriorityClassName) {
+				return &Rejection{Cause: ClassForbidden, msg: fmt.Sprintf(
 					"pod set %s: spec.priorityClassName %q is a system PriorityClass, which namespace %s may not use "+
 						"(only %s, or a namespace with a ResourceQuota whose scopeSelector matches the class)",
 					s.Name, spec.PriorityClassName, namespace, systemPriorityNamespace)}
@@ -99,9 +113,9 @@ func (r *Reconciler) resolvePriorities(ctx context.Context, namespace string, se
 	return nil
 }
 
-// resolvePriority is the priority of a pod naming class (empty: none), and
+// resolve is the priority of a pod naming class (empty: none), and
 // whether it is a system priority.
-func resolvePriority(classes schedulinglisters.PriorityClassLister, class string) (int32, bool, error) {
+func resolve(classes schedulinglisters.PriorityClassLister, class string) (int32, bool, error) {
 	if class == "" {
 		pc, err := defaultPriorityClass(classes)
 		if err != nil || pc == nil {
@@ -115,7 +129,7 @@ func resolvePriority(classes schedulinglisters.PriorityClassLister, class string
 		pc, err = classes.Get(class)
 	}
 	if apierrors.IsNotFound(err) {
-		return 0, false, &priorityRejection{reason: ReasonPriorityClassNotFound,
+		return 0, false, &Rejection{Cause: ClassNotFound,
 			msg: fmt.Sprintf("spec.priorityClassName: no PriorityClass %q", class)}
 	}
 	if err != nil {
@@ -174,11 +188,4 @@ func quotaAllowsClass(quotas []v1.ResourceQuota, class string) bool {
 		}
 	}
 	return false
-}
-
-// asPriorityRejection returns err's rejection, if it is one.
-func asPriorityRejection(err error) (*priorityRejection, bool) {
-	var rej *priorityRejection
-	ok := errors.As(err, &rej)
-	return rej, ok
 }
