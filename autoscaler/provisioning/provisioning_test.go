@@ -113,9 +113,8 @@ func FuzzParameters(f *testing.F) {
 
 func TestBookingFor(t *testing.T) {
 	pr := &provv1.ProvisioningRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train", UID: "u1"}}
-	pod := wrappers.MakePod("", "ml").Requests("cpu", "2").Toleration("gpu").Priority(7).Obj()
-	// The wrappers have no setter for ports.
-	pod.Spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 80}, {HostPort: 8080, ContainerPort: 8080}}
+	pod := wrappers.MakePod("", "ml").Requests("cpu", "2").Toleration("gpu").Priority(7).
+		Ports(v1.ContainerPort{ContainerPort: 80}, v1.ContainerPort{HostPort: 8080, ContainerPort: 8080}).Obj()
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
 	b := bookingFor(pr, 1, 3, pod, "n1", 1, c)
 	if b.Name != "provreq-u1-1-3" || b.Labels[LabelRequestUID] != "u1" || b.Annotations[AnnotationRequest] != "ml/train" {

@@ -62,10 +62,7 @@ func allocatedGPU(name, node, device string) *resourceapi.ResourceClaim {
 
 // gpuPod is a 1-CPU pod with claims.
 func gpuPod(claims ...v1.PodResourceClaim) *v1.Pod {
-	p := wrappers.MakePod("tmpl", "ns").Requests("cpu", "1").Obj()
-	// The wrappers have no setter for resource claims.
-	p.Spec.ResourceClaims = claims
-	return p
+	return wrappers.MakePod("tmpl", "ns").Requests("cpu", "1").ResourceClaims(claims...).Obj()
 }
 
 func fromTemplate(name string) v1.PodResourceClaim {

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -97,12 +96,7 @@ func TestPlace(t *testing.T) {
 // Anti-affinity between the request's own pods: one per node.
 func TestPlaceSpreadsAntiAffinePods(t *testing.T) {
 	s := newSimulator(t, nil)
-	p := wrappers.MakePod("tmpl", "ns").Label("app", "db").Requests("cpu", "1").Obj()
-	// The wrappers have no setter for pod anti-affinity.
-	p.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
-		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists}}},
-		TopologyKey:   v1.LabelHostname,
-	}}}}
+	p := wrappers.MakePod("tmpl", "ns").Label("app", "db").Requests("cpu", "1").AntiAffinityExists("app", v1.LabelHostname).Obj()
 	var nodes []*v1.Node
 	for i := range 3 {
 		nodes = append(nodes, st.MakeNode().Name(fmt.Sprintf("n%d", i)).Label(v1.LabelHostname, fmt.Sprintf("n%d", i)).
