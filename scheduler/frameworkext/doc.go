@@ -21,9 +21,9 @@
 //     /gantry/v1/__services__ and /gantry/v1/nodes/{node}.
 //   - ControllerProvider: controllers run only while this scheduler leads.
 //   - Score debugging: a table of the top N nodes per scheduled pod.
-//   - SharedKey: typed state that a plugin's instances (one per profile)
-//     share within one scheduler.
-//   - Typed seams between plugins, so that no plugin imports another:
-//     ReservationNominator (the Reservation plugin's nominations of
-//     preempting reservations, read and cleared by AsyncPreemption).
+//   - SharedKey: typed state that lives as long as one scheduler, shared by
+//     a plugin's instances (one per profile), or between two plugins through
+//     a key declared in a contract package that both import and neither
+//     owns: one plugin Sets the value, the other Looks it up. So no plugin
+//     imports another, and this layer names none.
 package frameworkext

@@ -46,8 +46,6 @@ type Extender struct {
 	nodeViews      func(name string) (any, error)
 	// shared holds the values of SharedKeys, by key.
 	shared map[any]any
-	// nominator is the Reservation plugin's, once it is built.
-	nominator ReservationNominator
 }
 
 type profileState struct {

@@ -21,13 +21,13 @@ import (
 
 func TestScoreTable(t *testing.T) {
 	scores := []fwk.NodePluginScores{
-		{Name: "n1", TotalScore: 10, Scores: []fwk.PluginScore{{Name: "Fit", Score: 4}, {Name: "Reservation", Score: 6}}},
-		{Name: "n3", TotalScore: 30, Scores: []fwk.PluginScore{{Name: "Fit", Score: 30}, {Name: "Reservation", Score: 0}}},
-		{Name: "n2", TotalScore: 30, Scores: []fwk.PluginScore{{Name: "Fit", Score: 20}, {Name: "Reservation", Score: 10}}},
+		{Name: "n1", TotalScore: 10, Scores: []fwk.PluginScore{{Name: "Fit", Score: 4}, {Name: "Spread", Score: 6}}},
+		{Name: "n3", TotalScore: 30, Scores: []fwk.PluginScore{{Name: "Fit", Score: 30}, {Name: "Spread", Score: 0}}},
+		{Name: "n2", TotalScore: 30, Scores: []fwk.PluginScore{{Name: "Fit", Score: 20}, {Name: "Spread", Score: 10}}},
 	}
 	got := ScoreTable(scores, 2)
 	want := "" +
-		"#  Node  Total  Fit  Reservation\n" +
+		"#  Node  Total  Fit  Spread\n" +
 		"1  n2    30     20   10\n" +
 		"2  n3    30     30   0\n"
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -243,5 +243,34 @@ func TestNodeHints(t *testing.T) {
 	f.StoreScheduleResults(ctx, nil, "batched", "batched", nil, 3)
 	if want := []string{"", "batched"}; !cmp.Equal(upstream.stored, want) {
 		t.Errorf("hinted nodes given to upstream's batching = %q, want %q", upstream.stored, want)
+	}
+}
+
+// A value one plugin Sets under a key is what another Looks up in the same
+// scheduler, and nothing in another; an interface-typed key holds nil as
+// "none", and another key of the same name and type is another slot.
+func TestSharedKeySetLookup(t *testing.T) {
+	type view interface{ String() string }
+	key := NewSharedKey[view]("view")
+	a, b := New(), New()
+	if v, ok := key.Lookup(a); ok || v != nil {
+		t.Fatalf("Lookup before Set = %v, %v; want nil, false", v, ok)
+	}
+	key.Set(a, key)
+	if v, ok := key.Lookup(a); !ok || v != view(key) {
+		t.Errorf("Lookup after Set = %v, %v; want the value set, true", v, ok)
+	}
+	if _, ok := key.Lookup(b); ok {
+		t.Error("a value Set in one scheduler is seen in another")
+	}
+	if _, ok := NewSharedKey[view]("view").Lookup(a); ok {
+		t.Error("another key of the same name sees the value")
+	}
+	key.Set(a, nil)
+	if v, ok := key.Lookup(a); !ok || v != nil {
+		t.Errorf("Lookup after Set(nil) = %v, %v; want nil, true", v, ok)
+	}
+	if v := key.Get(a, func() view { return key }); v != nil {
+		t.Errorf("Get after Set(nil) = %v; want the nil that was set", v)
 	}
 }

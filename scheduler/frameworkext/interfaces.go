@@ -79,7 +79,7 @@ type SchedulerAttacher interface {
 }
 
 // Router registers a plugin's endpoints. Patterns are net/http ServeMux
-// patterns relative to /gantry/v1/plugins/<Plugin>, e.g. "/nodeReservations/{node}".
+// patterns relative to /gantry/v1/plugins/<Plugin>, e.g. "/nodes/{node}".
 type Router interface {
 	// Get serves GET on any scheduler instance.
 	Get(pattern string, h http.HandlerFunc)

@@ -1,16 +1,14 @@
 package frameworkext
 
-import (
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-)
-
-// SharedKey names state that every instance of one plugin in a scheduler
-// shares (the framework builds an instance per profile that enables the
-// plugin), and that goes away with the scheduler. A key is its own
-// identity: two keys never share a value, whatever their names, and T is
-// the value's type, so no lookup needs a type assertion. Declare one key
-// per kind of state, at package level.
+// SharedKey names state that lives as long as one scheduler and is shared
+// within it: by every instance of one plugin (the framework builds an
+// instance per profile that enables the plugin), or between plugins, when a
+// package that both import, and that neither owns, declares the key and the
+// type of its value (a contract package: one plugin Sets what the other
+// Looks up, and neither imports the other). A key is its own identity: two
+// keys never share a value, whatever their names, and T is the value's
+// type, so no lookup needs a type assertion. Declare one key per kind of
+// state, at package level.
 type SharedKey[T any] struct{ name string }
 
 // NewSharedKey returns a new key; name is for humans (errors, debugging).
@@ -25,39 +23,35 @@ func (k *SharedKey[T]) Get(e *Extender, create func() T) T {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if v, ok := e.shared[k]; ok {
-		return v.(T)
+		return as[T](v)
 	}
 	v := create()
 	e.shared[k] = v
 	return v
 }
 
-// ReservationNominator is how a preemption plugin sees the pending
-// Reservations that preempted. A preempting reservation is nominated to the
-// node its victims leave, as a pod is; the scheduler's nominator cannot hold
-// it (it looks every nominee up among the Pods), so the Reservation plugin
-// keeps those nominations and provides this interface (SetReservationNominator).
-type ReservationNominator interface {
-	// NominatedOn returns the reserve pods of the pending reservations
-	// nominated to node.
-	NominatedOn(node string) []*v1.Pod
-	// ClearNomination forgets the nomination of the pending reservation uid.
-	ClearNomination(uid types.UID)
-}
-
-// SetReservationNominator is called by the Reservation plugin when it is
-// built: from then on ReservationNominator returns n.
-func (e *Extender) SetReservationNominator(n ReservationNominator) {
+// Set puts v under k in e's scheduler, replacing any value there.
+func (k *SharedKey[T]) Set(e *Extender, v T) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.nominator = n
+	e.shared[k] = v
 }
 
-// ReservationNominator returns the Reservation plugin's nominations, or nil
-// when no profile of this scheduler runs the plugin (yet: plugins are built
-// in any order, so look it up when it is needed, not when built).
-func (e *Extender) ReservationNominator() ReservationNominator {
+// Lookup returns the value under k in e's scheduler, and false while there
+// is none (neither Get nor Set has put one there yet). Plugins are built in
+// any order: a plugin that reads what another Sets looks it up when it
+// needs it, not when it is built.
+func (k *SharedKey[T]) Lookup(e *Extender) (T, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.nominator
+	v, ok := e.shared[k]
+	return as[T](v), ok
+}
+
+// as is a value of the shared map as the T of its key. Only a key of type
+// T puts values under itself, so the assertion fails only for a nil
+// interface value, which is T's zero value.
+func as[T any](v any) T {
+	t, _ := v.(T)
+	return t
 }

@@ -18,11 +18,16 @@
 //     counts from its attempt), and not before its nomination is cleared;
 //   - records metrics with the real result and duration of each run.
 //
-// Reservations are victims and preemptors too. The plugin knows their pods
-// through reservation/reservepod and reads and clears the nominations of
-// preempting reservations through frameworkext.ReservationNominator; it
-// never imports the Reservation plugin. An owner pod's protection as a
-// victim comes from the same nominator, when it also implements
-// reservepod.Allocations: the live reservation's priority, never the pod's
-// allocation annotation (without the plugin, every pod has its own).
+// Reservations are victims and preemptors too. The plugin meets the
+// Reservation plugin only through the contract package scheduler/reservepod,
+// which neither owns, and never imports it: it knows reserve pods with
+// reservepod.Is and ranks victims with reservepod.VictimPriority, and it
+// finds what the Reservation plugin provides to its scheduler with
+// reservepod.ProviderOf, when it needs it (plugins are built in any order):
+// the nominations of preempting reservations, which it reads and clears,
+// and the check that gives an owner pod its live reservation's priority as
+// a victim, never its allocation annotation's. Without the Reservation
+// plugin there are no such nominations and every pod has its own priority.
+// Its Name is reservepod.Preemptor, the PostFilter plugin through which the
+// Reservation plugin lets pending reservations preempt.
 package asyncpreemption

@@ -24,8 +24,7 @@ import (
 
 	schedclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/frameworkext"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // executor runs preemptions' API work off the scheduling cycle.
@@ -68,10 +67,12 @@ type executor struct {
 	// Gantry's extended handle (then no reservation is ever a victim
 	// candidate with lower priority than its cached pod's).
 	reservations schedclient.ReservationInterface
-	// nominations finds the Reservation plugin's nominations of preempting
-	// reservations; nil without Gantry's extended handle (then there are
-	// none). It is looked up on use: plugins are built in any order.
-	nominations func() frameworkext.ReservationNominator
+	// lookupProvider finds what the Reservation plugin provides
+	// (reservepod.ProviderOf): the nominations of preempting reservations
+	// and the check of owner pods' allocations; nil without Gantry's
+	// extended handle (then there is no Reservation plugin). It is looked up
+	// on use: plugins are built in any order.
+	lookupProvider func() reservepod.Provider
 }
 
 func newExecutor(fh fwk.Handle, maxConcurrent int, timeout time.Duration) *executor {
@@ -319,7 +320,7 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 // reservation's pod is nominated in memory only.
 func (e *executor) clearNomination(ctx context.Context, p *v1.Pod) error {
 	if reservepod.Is(p) {
-		if n := e.reservationNominator(); n != nil {
+		if n := e.provider(); n != nil {
 			n.ClearNomination(p.UID)
 		}
 		return nil
@@ -333,22 +334,20 @@ func (e *executor) clearNomination(ctx context.Context, p *v1.Pod) error {
 	return err
 }
 
-// reservationNominator returns the Reservation plugin's nominations, or nil
-// when there are none to see.
-func (e *executor) reservationNominator() frameworkext.ReservationNominator {
-	if e.nominations == nil {
+// provider returns what the Reservation plugin provides (its store), or
+// nil when no Reservation plugin runs: then no reservation is nominated
+// anywhere, and no pod is placed in a reservation, whatever its
+// annotations say.
+func (e *executor) provider() reservepod.Provider {
+	if e.lookupProvider == nil {
 		return nil
 	}
-	return e.nominations()
+	return e.lookupProvider()
 }
 
-// allocations returns what checks owner pods' reservations (the
-// Reservation plugin's store), or nil when no Reservation plugin runs: then
-// no pod is placed in a reservation, whatever its annotations say.
-func (e *executor) allocations() reservepod.Allocations {
-	a, _ := e.reservationNominator().(reservepod.Allocations)
-	return a
-}
+// allocations returns what checks owner pods' reservations, or nil when no
+// Reservation plugin runs (provider).
+func (e *executor) allocations() reservepod.Allocations { return e.provider() }
 
 // wait waits for every started preemption to finish (tests, shutdown).
 func (e *executor) wait() { e.wg.Wait() }
@@ -503,7 +502,7 @@ func (e *executor) preempted(uid types.UID) bool {
 func (e *executor) clearLowerNominations(ctx context.Context, logger klog.Logger, preemptor *v1.Pod, node string) {
 	prio := podPriority(preemptor)
 	var nominees []*v1.Pod
-	if n := e.reservationNominator(); n != nil {
+	if n := e.provider(); n != nil {
 		nominees = n.NominatedOn(node)
 	}
 	for _, pi := range e.fh.NominatedPodsForNode(node) {

@@ -12,7 +12,7 @@ import (
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -78,29 +78,23 @@ func TestOwnerGetsReservationPriority(t *testing.T) {
 	}
 }
 
-// nominatorWithAllocations is the Reservation plugin's store as the
-// executor sees it: nominations and allocation checks.
-type nominatorWithAllocations struct {
-	fakeNominator
-	fakeAllocations
-}
-
-// The executor finds the allocation checks on the Reservation plugin's
-// nominator, and has none without one.
-func TestAllocationsFromNominator(t *testing.T) {
+// The executor finds the allocation checks on what the Reservation plugin
+// provides to its scheduler, when it needs them (plugins are built in any
+// order), and has none without the plugin.
+func TestAllocationsFromProvider(t *testing.T) {
 	e := newEnv(t)
 	if e.exec.allocations() != nil {
 		t.Error("allocation checks without a Reservation plugin")
 	}
-	e.exec.nominations = func() frameworkext.ReservationNominator { return &fakeNominator{} }
+	ext := frameworkext.New()
+	e.exec.lookupProvider = func() reservepod.Provider { return reservepod.ProviderOf(ext) }
 	if e.exec.allocations() != nil {
-		t.Error("allocation checks from a nominator that has none")
+		t.Error("allocation checks before the Reservation plugin provided them")
 	}
-	n := &nominatorWithAllocations{fakeAllocations: fakeAllocations{"uid-owner": 50}}
-	e.exec.nominations = func() frameworkext.ReservationNominator { return n }
+	reservepod.Provide(ext, &fakeProvider{fakeAllocations: fakeAllocations{"uid-owner": 50}})
 	a := e.exec.allocations()
 	if a == nil {
-		t.Fatal("no allocation checks from the Reservation plugin's nominator")
+		t.Fatal("no allocation checks from what the Reservation plugin provided")
 	}
 	if prio, ok := a.AllocatedPriority(withAllocation("owner", 1, "uid-r", 0)); !ok || prio != 50 {
 		t.Errorf("allocated priority %d, %v; want 50, true", prio, ok)

@@ -24,7 +24,7 @@ import (
 
 	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -71,7 +71,8 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		exec: newExecutor(fh, int(args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
 	if eh, ok := fh.(frameworkext.ExtendedHandle); ok {
 		pl.exec.reservations = eh.GantryClientSet().SchedulingV1alpha1().Reservations()
-		pl.exec.nominations = eh.Extender().ReservationNominator
+		ext := eh.Extender()
+		pl.exec.lookupProvider = func() reservepod.Provider { return reservepod.ProviderOf(ext) }
 	}
 	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
 	pl.exec.preemptorGone = preemptorGone(pl.ev.PodLister)

@@ -14,7 +14,7 @@ import (
 
 	gantryfake "github.com/gantry-dev/gantry/crds/client/clientset/versioned/fake"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -100,6 +100,13 @@ func (n *fakeNominator) ClearNomination(uid types.UID) {
 	n.cleared = append(n.cleared, uid)
 }
 
+// fakeProvider stands for what the Reservation plugin provides: its
+// nominations and its allocation checks.
+type fakeProvider struct {
+	fakeNominator
+	fakeAllocations
+}
+
 // Pending reservations of lower priority nominated to the target node lose
 // their nomination, through the Reservation plugin's nominator (they have
 // no status to patch), and look for another place at once; higher ones
@@ -111,8 +118,8 @@ func TestLowerReservationNominationsCleared(t *testing.T) {
 	}
 	v := victim("v", 1)
 	e := newEnv(t, v, preemptor())
-	n := &fakeNominator{pods: []*v1.Pod{pending("r-lower", 5), pending("r-higher", 500)}}
-	e.exec.nominations = func() frameworkext.ReservationNominator { return n }
+	n := &fakeProvider{fakeNominator: fakeNominator{pods: []*v1.Pod{pending("r-lower", 5), pending("r-higher", 500)}}}
+	e.exec.lookupProvider = func() reservepod.Provider { return n }
 	e.exec.start(preemptor(), "n1", []*v1.Pod{v})
 	e.exec.wait()
 	n.mu.Lock()
@@ -137,7 +144,15 @@ func TestReservationNominationWithoutNominator(t *testing.T) {
 	if err := e.exec.clearNomination(t.Context(), r); err != nil {
 		t.Errorf("clearing a reservation's nomination without the plugin: %v", err)
 	}
-	if e.exec.reservationNominator() != nil {
-		t.Error("a nominator without Gantry's extended handle")
+	if e.exec.provider() != nil {
+		t.Error("a Reservation plugin's provider without Gantry's extended handle")
+	}
+}
+
+// The Reservation plugin lets pending reservations preempt only in
+// profiles whose PostFilter runs reservepod.Preemptor: that is this plugin.
+func TestNameIsTheReservePodPreemptor(t *testing.T) {
+	if Name != reservepod.Preemptor {
+		t.Errorf("plugin name %q, but the Reservation plugin lets reservations preempt through %q", Name, reservepod.Preemptor)
 	}
 }

@@ -14,9 +14,18 @@
 // write as its node, and that annotation on bound pods is where every
 // scheduler instance rebuilds allocations from. The annotation is
 // tenant-writable, so it is only a pointer: a pod counts against a
-// reservation, and is protected at its priority (reservepod.Allocations,
-// which the store implements for AsyncPreemption), only if the reservation
-// is live, the pod is one of its owners, and it is bound to its node.
+// reservation, and is protected at its priority as a preemption victim,
+// only if the reservation is live, the pod is one of its owners, and it is
+// bound to its node.
+//
+// A pending reservation preempts as a pod does, but only in profiles whose
+// PostFilter runs reservepod.Preemptor (Gantry's AsyncPreemption); it is
+// then nominated, in the store, to the node its victims leave. The plugin
+// meets AsyncPreemption only through the contract package
+// scheduler/reservepod, which neither owns: it provides its store there
+// (reservepod.Provide) as the nominations AsyncPreemption reads and clears
+// and as the check of owner pods' allocations, and it builds its reserve
+// pods with reservepod's New and Cached.
 //
 // The status controller (leader only) writes phase, conditions, owners and
 // allocation, expires reservations, fails those whose node is deleted, and

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // forged is p bound to node with an allocation annotation it wrote itself:
@@ -52,14 +52,12 @@ func TestForgedAllocationByNonOwnerIgnored(t *testing.T) {
 	r := makeReservation("r1", "4").Available("n1").Obj() // allocate-once
 	f.store.upsert(r)
 
-	intruder := st.MakePod().Namespace("ns").Name("intruder").UID("pod-intruder").Label("app", "other").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	intruder := wrappers.MakePod("intruder", "ns").UID("pod-intruder").Label("app", "other").Requests("cpu", "1").Obj()
 	f.store.observePod(forged(intruder, r, "n1"), false)
 	assertUntouched(t, f, r)
 
 	// Nor does a pod in another namespace with the owners' labels.
-	elsewhere := st.MakePod().Namespace("other").Name("p").UID("pod-elsewhere").Label("app", "owner").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	elsewhere := wrappers.MakePod("p", "other").UID("pod-elsewhere").Label("app", "owner").Requests("cpu", "1").Obj()
 	f.store.observePod(forged(elsewhere, r, "n1"), false)
 	assertUntouched(t, f, r)
 }
@@ -104,7 +102,7 @@ func TestAllocatedPriority(t *testing.T) {
 	if prio, ok := f.store.AllocatedPriority(honest); !ok || prio != 50 {
 		t.Errorf("honest owner: priority %d, %v; want 50, true", prio, ok)
 	}
-	nonOwner := forged(st.MakePod().Namespace("ns").Name("x").UID("pod-x").Obj(), r, "n1")
+	nonOwner := forged(wrappers.MakePod("x", "ns").UID("pod-x").Obj(), r, "n1")
 	otherNode := forged(ownerPod("q", "1"), r, "n2")
 	unknown := forged(ownerPod("u", "1"), makeReservation("gone", "1").Obj(), "n1")
 	for _, p := range []*v1.Pod{nonOwner, otherNode, unknown} {

@@ -2,19 +2,17 @@ package reservation
 
 import (
 	"context"
-	"encoding/json"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	apiresource "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // podCache is the part of the scheduler's cache the store drives.
@@ -189,61 +187,4 @@ func equalRequests(a, b *v1.Pod) bool {
 		}
 	}
 	return true
-}
-
-// observePod records a pod's allocation from its annotation: bound, live
-// pods count; anything else (unbound, finished, deleted) does not. What is
-// recorded is only a claim: it counts against the reservation once the
-// reservation holds it (entry.holds: an owner on its node).
-func (s *store) observePod(p *v1.Pod, deleted bool) {
-	var resv types.UID
-	var alloc *schedv1alpha1.ReservationAllocation
-	if v, ok := p.Annotations[schedv1alpha1.AnnotationAllocated]; ok && !deleted {
-		a := &schedv1alpha1.ReservationAllocation{}
-		if err := json.Unmarshal([]byte(v), a); err == nil && a.UID != "" {
-			alloc, resv = a, a.UID
-		}
-	}
-	counts := alloc != nil && p.Spec.NodeName != "" &&
-		p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if prev, ok := s.podToResv[p.UID]; ok && (!counts || prev != resv) {
-		delete(s.podToResv, p.UID)
-		if m := s.allocs[prev]; m != nil {
-			delete(m, p.UID)
-			if len(m) == 0 {
-				delete(s.allocs, prev)
-			}
-		}
-		s.touch(prev)
-	}
-	if !counts {
-		return
-	}
-	m := s.allocs[resv]
-	if m == nil {
-		m = map[types.UID]allocation{}
-		s.allocs[resv] = m
-	}
-	m[p.UID] = allocation{
-		pod:      types.NamespacedName{Namespace: p.Namespace, Name: p.Name},
-		uid:      p.UID,
-		node:     p.Spec.NodeName,
-		requests: apiresource.PodRequests(p, apiresource.PodResourcesOptions{}),
-		obj:      p,
-	}
-	s.podToResv[p.UID] = resv
-	if e := s.entries[resv]; e != nil {
-		delete(e.pending, p.UID) // the scheduler's in-cycle claim is now on record
-	}
-	s.touch(resv)
-}
-
-func (s *store) touch(resv types.UID) {
-	if e := s.entries[resv]; e != nil {
-		s.reconcile(e)
-		s.notify(e.r.Name)
-	}
 }

@@ -5,14 +5,12 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 func TestOwnerIndexLookup(t *testing.T) {
-	rsGVK := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "ReplicaSet"}
 	byObject := &entry{r: makeReservation("obj", "1").Obj()}
 	byObject.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{Object: &schedv1alpha1.OwnerReference{Namespace: "ns", Name: "p1"}}})
 	byUID := &entry{r: makeReservation("uid", "1").Obj()}
@@ -53,14 +51,14 @@ func TestOwnerIndexLookup(t *testing.T) {
 		pod  *v1.Pod
 		want []string
 	}{
-		"object, selector, both": {st.MakePod().Namespace("ns").Name("p1").UID("u1").Label("tier", "a").Obj(), []string{"both", "obj", "sel", "uid-or-sel"}},
-		"controller":             {st.MakePod().Namespace("ns").Name("p2").OwnerReference("rs", rsGVK).Obj(), []string{"ctrl"}},
-		"other namespace":        {st.MakePod().Namespace("other").Name("p1").Label("tier", "a").OwnerReference("rs", rsGVK).Obj(), nil},
-		"selector miss":          {st.MakePod().Namespace("ns").Name("p3").Label("tier", "c").Obj(), nil},
-		"annotation":             {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "req").Obj(), []string{"annot"}},
-		"both annotations":       {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "req").Annotation("consume-old", "req").Obj(), []string{"annot"}},
-		"annotation value miss":  {st.MakePod().Namespace("ns").Name("p4").Annotation("consume", "other").Obj(), nil},
-		"annotation namespace":   {st.MakePod().Namespace("other").Name("p4").Annotation("consume", "req").Obj(), nil},
+		"object, selector, both": {wrappers.MakePod("p1", "ns").UID("u1").Label("tier", "a").Obj(), []string{"both", "obj", "sel", "uid-or-sel"}},
+		"controller":             {wrappers.MakePod("p2", "ns").Controller("apps/v1", "ReplicaSet", "rs").Obj(), []string{"ctrl"}},
+		"other namespace":        {wrappers.MakePod("p1", "other").Label("tier", "a").Controller("apps/v1", "ReplicaSet", "rs").Obj(), nil},
+		"selector miss":          {wrappers.MakePod("p3", "ns").Label("tier", "c").Obj(), nil},
+		"annotation":             {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Obj(), []string{"annot"}},
+		"both annotations":       {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Annotation("consume-old", "req").Obj(), []string{"annot"}},
+		"annotation value miss":  {wrappers.MakePod("p4", "ns").Annotation("consume", "other").Obj(), nil},
+		"annotation namespace":   {wrappers.MakePod("p4", "other").Annotation("consume", "req").Obj(), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -25,7 +25,7 @@ import (
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	gantryconfig "github.com/gantry-dev/gantry/scheduler/apis/config"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // Name is the plugin's name in the scheduler configuration.
@@ -77,15 +77,13 @@ type shared struct {
 // sharedKey finds the shared state of the plugin's instances in a scheduler.
 var sharedKey = frameworkext.NewSharedKey[*shared](Name)
 
-// ReservePodPreemptor is the PostFilter plugin that knows reserve pods
-// (Gantry's AsyncPreemption): it neither looks them up as pods nor writes
-// their status. A pending reservation reaches PostFilter only in profiles
-// that run it and whose other PostFilter plugins are harmless to reserve
-// pods (DynamicResources declines pods without claims); upstream's
-// DefaultPreemption, for one, would treat it as a missing pod.
-const ReservePodPreemptor = "AsyncPreemption"
-
-var reservePodSafePostFilters = sets.New(ReservePodPreemptor, names.DynamicResources)
+// reservePodSafePostFilters are the PostFilter plugins harmless to reserve
+// pods. A pending reservation reaches PostFilter only in profiles that run
+// reservepod.Preemptor, the plugin that knows reserve pods, and no other
+// PostFilter plugin but these (DynamicResources declines pods without
+// claims); upstream's DefaultPreemption, for one, would treat it as a
+// missing pod.
+var reservePodSafePostFilters = sets.New(reservepod.Preemptor, names.DynamicResources)
 
 // New builds the plugin; h must be an ExtendedHandle (Gantry's scheduler
 // wraps every Gantry plugin factory so that it is).
@@ -104,7 +102,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	sh.once.Do(func() {
 		sh.args, sh.argsProfile = args, h.ProfileName()
 		sh.store = newStore(klog.FromContext(ctx).WithName(Name))
-		eh.Extender().SetReservationNominator(sh.store)
+		reservepod.Provide(eh.Extender(), sh.store)
 		setupErr = sh.watch(eh)
 	})
 	if setupErr != nil {
@@ -238,7 +236,7 @@ func preemptsReservePods(ps []config.Plugin) bool {
 		if !reservePodSafePostFilters.Has(p.Name) {
 			return false
 		}
-		found = found || p.Name == ReservePodPreemptor
+		found = found || p.Name == reservepod.Preemptor
 	}
 	return found
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // newScheduler builds a scheduler with profiles (the profiles section of a
@@ -24,6 +25,14 @@ import (
 // the plugin registered through the extension layer as in Gantry's
 // kube-scheduler, and returns the error building it gave.
 func newScheduler(t *testing.T, profiles string) error {
+	t.Helper()
+	_, err := newExtendedScheduler(t, profiles)
+	return err
+}
+
+// newExtendedScheduler is newScheduler that also returns the scheduler's
+// extension layer.
+func newExtendedScheduler(t *testing.T, profiles string) (*frameworkext.Extender, error) {
 	t.Helper()
 	obj, _, err := schedscheme.Codecs.UniversalDecoder().Decode([]byte(
 		"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"+profiles), nil, nil)
@@ -41,7 +50,7 @@ func newScheduler(t *testing.T, profiles string) error {
 		scheduler.WithProfiles(cfg.Profiles...),
 		scheduler.WithKubeConfig(&rest.Config{Host: "https://127.0.0.1:1"}),
 		scheduler.WithFrameworkOutOfTreeRegistry(frameworkruntime.Registry{Name: ext.PluginFactoryProxy(Name, New)}))
-	return err
+	return ext, err
 }
 
 // profileWith is a profile named name that runs the plugin, with args (a
@@ -102,5 +111,21 @@ func TestProfilesMustAgreeOnArgs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The plugin provides its store to the other plugins of its scheduler
+// (AsyncPreemption) through the contract package, once for all profiles.
+func TestNewProvidesTheStore(t *testing.T) {
+	ext, err := newExtendedScheduler(t, profileWith("first", "")+profileWith("second", ""))
+	if err != nil {
+		t.Fatalf("building the scheduler: %v", err)
+	}
+	sh, ok := sharedKey.Lookup(ext)
+	if !ok || sh.store == nil {
+		t.Fatal("no store shared by the plugin's instances")
+	}
+	if p := reservepod.ProviderOf(ext); p != reservepod.Provider(sh.store) {
+		t.Errorf("the scheduler's reservepod.Provider is %v, want the plugin's store", p)
 	}
 }

@@ -21,7 +21,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -88,8 +88,7 @@ func (f *fixture) requestedCPU(node string) int64 {
 }
 
 func ownerPod(name, cpu string) *v1.Pod {
-	return st.MakePod().Namespace("ns").Name(name).UID("pod-"+name).Label("app", "owner").
-		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	return wrappers.MakePod(name, "ns").UID("pod-"+name).Label("app", "owner").Requests("cpu", cpu).Obj()
 }
 
 func allocated(p *v1.Pod, r *schedv1alpha1.Reservation, node string) *v1.Pod {

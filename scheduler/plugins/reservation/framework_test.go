@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // nodeInfoFromCache is the node as a scheduling cycle's snapshot holds it.
@@ -106,7 +106,7 @@ func TestFilterHookReusesTheAdjustedNodeWhileNothingChanged(t *testing.T) {
 	// Another pod lands on n1: the scheduler's NodeInfo has a new
 	// generation, and the copy must show the pod.
 	changed := f.nodeInfo("n1").Snapshot()
-	changed.AddPodInfo(mustPodInfo(t, st.MakePod().Name("other").Namespace("x").UID("other").Node("n1").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()))
+	changed.AddPodInfo(mustPodInfo(t, wrappers.MakePod("other", "x").UID("other").NodeName("n1").Requests("cpu", "1").Obj()))
 	adjusted := filter(ownerPod("c", "1"), changed)
 	if adjusted == first {
 		t.Fatal("the copy of an older state of n1 was reused")
@@ -198,8 +198,8 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 		}
 		return ni.GetRequested().GetMilliCPU()
 	}
-	lower := st.MakePod().Namespace("ns").Name("lower").UID("lower").Priority(50).Obj()
-	higher := st.MakePod().Namespace("ns").Name("higher").UID("higher").Priority(200).Obj()
+	lower := wrappers.MakePod("lower", "ns").UID("lower").Priority(50).Obj()
+	higher := wrappers.MakePod("higher", "ns").UID("higher").Priority(200).Obj()
 	if got := filtered(lower); got != 2000 {
 		t.Errorf("a lower-priority pod's filters see %dm requested on n1, want the nominated reservation's 2000m", got)
 	}
@@ -209,7 +209,7 @@ func TestPreemptingReservationIsNominated(t *testing.T) {
 	if got := filtered(reservepod.New(big)); got != 0 {
 		t.Errorf("the nominated reservation counts itself: %dm", got)
 	}
-	// What AsyncPreemption sees through frameworkext.ReservationNominator.
+	// What AsyncPreemption sees through reservepod.Provider.
 	if got := f.store.NominatedOn("n1"); len(got) != 1 || got[0].UID != big.UID {
 		t.Errorf("NominatedOn(n1) = %v, want the reservation big", got)
 	}

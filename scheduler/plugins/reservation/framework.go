@@ -2,16 +2,13 @@ package reservation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
-	"github.com/gantry-dev/gantry/scheduler/plugins/reservation/reservepod"
+	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
 // cycleState marks an owner pod's cycle: PreFilter found it owns a usable
@@ -234,49 +231,6 @@ func (pl *Plugin) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod
 		pl.store.release(cs.claimed.uid, pod)
 		cs.claimed = nil
 	}
-}
-
-// Bind binds reservations: it records the node in the reservation's status
-// and makes it Available. An owner pod placed in a reservation is bound here
-// too, with the allocation in the Binding's annotations, which kube-apiserver
-// copies onto the pod in the same write that sets its node: the annotation
-// is the durable record from which any scheduler rebuilds its accounting,
-// and no pod is bound without it or carries it unbound. Other pods are left
-// to the next binder.
-func (pl *Plugin) Bind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	if reservepod.Is(pod) {
-		if err := pl.bindReservation(ctx, pod, node); err != nil {
-			return fwk.AsStatus(err)
-		}
-		return nil
-	}
-	cs := readState(state)
-	if cs == nil || cs.claimed == nil {
-		return fwk.NewStatus(fwk.Skip)
-	}
-	value, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: cs.claimed.name, UID: cs.claimed.uid,
-		Priority: reservepod.VictimPriority(cs.claimed.cached, nil)})
-	if err != nil {
-		return fwk.AsStatus(err)
-	}
-	binding := &v1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Annotations: map[string]string{schedv1alpha1.AnnotationAllocated: string(value)}},
-		Target: v1.ObjectReference{Kind: "Node", Name: node},
-	}
-	if cacher := pl.handle.APICacher(); cacher != nil {
-		onFinish, err := cacher.BindPod(binding)
-		if err == nil {
-			err = cacher.WaitOnFinish(ctx, onFinish)
-		}
-		if err != nil {
-			return fwk.AsStatus(fmt.Errorf("binding pod into reservation %s: %w", cs.claimed.name, err))
-		}
-	} else if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
-		return fwk.AsStatus(fmt.Errorf("binding pod into reservation %s: %w", cs.claimed.name, err))
-	}
-	allocations.Inc()
-	return nil
 }
 
 // EventsToRegister: the plugin rejects no pod, so no event makes one schedulable.

@@ -1,14 +1,3 @@
-// Package reservepod is the reserve pod: how a Reservation appears inside
-// the scheduler, as a pod in its queue (pending) or cache (Available), and
-// how a plugin tells such a pod from a real one and ranks it as a
-// preemption victim.
-//
-// It is a leaf of the Reservation feature, apart from the plugin, so that
-// every plugin that meets reserve pods (Gantry's AsyncPreemption preempts
-// for and preempts them) reads them with the same code without importing
-// the Reservation plugin and its state; what AsyncPreemption needs of that
-// state goes through frameworkext.ReservationNominator. The package holds
-// pure functions of API objects only.
 package reservepod
 
 import (
@@ -37,19 +26,6 @@ const PriorityAnnotation = "scheduling.gantry.dev/reservation-priority"
 // reservation's UID.
 func Is(p *v1.Pod) bool {
 	return p.Namespace == "" && p.Annotations[Annotation] != ""
-}
-
-// Allocations checks the reservation an owner pod is placed in. The
-// Reservation plugin implements it (AsyncPreemption finds it through
-// frameworkext.ReservationNominator): the allocation annotation
-// (schedv1alpha1.AnnotationAllocated) is tenant-writable, so only the live
-// reservation it names can vouch for it.
-type Allocations interface {
-	// AllocatedPriority returns the own priority of the live reservation p
-	// is placed in, and false unless its annotation names a known
-	// reservation, p is one of that reservation's owners and p is bound to
-	// the reservation's node.
-	AllocatedPriority(p *v1.Pod) (int32, bool)
 }
 
 // VictimPriority is the priority p has as a preemption victim: a

@@ -267,3 +267,10 @@ func expiry(r *schedv1alpha1.Reservation) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// setCondition sets a condition of r, observed at r's generation.
+func setCondition(r *schedv1alpha1.Reservation, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&r.Status.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: r.Generation,
+	})
+}
