@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Enforces the import direction of the tree:
 #   1. no package outside e2e/ imports e2e/ (test files and integration tests included);
-#   2. no scheduler plugin imports another plugin (they meet through frameworkext);
+#   2. no scheduler plugin imports another plugin or a package under it (they
+#      meet through a contract package, scheduler/reservepod, over
+#      frameworkext), and neither frameworkext nor a contract package imports
+#      a plugin;
 #   3. the production binaries link no test package and nothing of the cluster
 #      program (kind/): nothing under test/ or e2e/, no Gantry package named
-#      *test or *testing, no integration package, and nothing from kind/ except
-#      in gantry-cluster itself;
+#      *test or *testing, no integration package, no benchmark package
+#      (scheduler/bench), and nothing from kind/ except in gantry-cluster
+#      itself;
 #   4. nothing outside kind/ and e2e/ imports kind/ (test files and
 #      integration tests included): tests and product code stand on libraries
 #      (crds/install, internal/repo, the features' own packages), never on the
@@ -36,18 +40,25 @@ while read -r pkg imports; do
   done
 done <<<"${all}"
 
-# 2. Scheduler plugins meet through scheduler/frameworkext: no plugin package
-#    imports another plugin (a plugin's leaf packages of pure helpers, such as
-#    plugins/reservation/reservepod, may be shared).
-plugins="$(golist -tags integration -f '{{.ImportPath}} {{join .Imports " "}}' ./scheduler/plugins/...)" || exit 1
+# 2. Scheduler plugins never import one another, in any file (tests
+#    included), nor any package under another plugin: what two plugins share
+#    is declared in a contract package that neither owns
+#    (scheduler/reservepod), over scheduler/frameworkext. A plugin's own
+#    subpackages (plugins/<p>/integration) may import it; frameworkext and
+#    the contract packages import no plugin at all.
+plugins="$(golist -tags integration -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' \
+  ./scheduler/plugins/... ./scheduler/frameworkext/... ./scheduler/reservepod/...)" || exit 1
 while read -r pkg imports; do
-  rel="${pkg#"${module}"/scheduler/plugins/}"
-  own="${rel%%/*}"
+  own="" # frameworkext and the contract packages own no plugin
+  if [[ "${pkg}" == "${module}/scheduler/plugins/"* ]]; then
+    rel="${pkg#"${module}"/scheduler/plugins/}"
+    own="${rel%%/*}"
+  fi
   for imp in ${imports}; do
     [[ "${imp}" == "${module}/scheduler/plugins/"* ]] || continue
     other="${imp#"${module}"/scheduler/plugins/}"
-    if [[ "${other}" != "${own}" && "${other}" != */* ]]; then
-      echo "${pkg} imports plugin ${imp}: plugins meet through scheduler/frameworkext, not each other"
+    if [[ "${other%%/*}" != "${own}" ]]; then
+      echo "${pkg} imports ${imp}: plugins meet through a contract package (scheduler/reservepod) over scheduler/frameworkext, never each other"
       failed=1
     fi
   done
@@ -70,6 +81,7 @@ for bin in "${binaries[@]}"; do
     case "${rel}" in
       test/* | e2e/*) why="test code" ;;
       */integration | */integration/*) why="an integration test package" ;;
+      scheduler/bench | scheduler/bench/*) why="a benchmark package" ;;
       kind/*) [[ "${bin}" == kind ]] || why="the cluster program (kind/)" ;;
     esac
     if [[ -z "${why}" && "${rel##*/}" =~ (test|testing)$ ]]; then why="a test helper package"; fi
