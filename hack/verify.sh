@@ -81,12 +81,28 @@ docs() {
   return "${rc}"
 }
 
+# Component READMEs say what a component is, its contracts and how to run and
+# test it; rationale goes to docs/design/ and figures to generated pages, so
+# none needs more than 150 lines. The top-level README is the front page.
+readme_length() {
+  local f n rc=0
+  while read -r f; do
+    n="$(wc -l <"${f}")"
+    if ((n > 150)); then
+      echo "${f} has ${n} lines (at most 150: move rationale to docs/design/, figures to a generated page)"
+      rc=1
+    fi
+  done < <(git ls-files -co --exclude-standard '*/README.md')
+  return "${rc}"
+}
+
 check gofmt gofmt_clean
 check vet vet
 check "go.mod tidy" tidy
 check "kubernetes pin" pinned
 check "generated API code, CRDs, clients and plugin args" crds
 check "README make targets and e2e labels" docs
+check "component READMEs at most 150 lines" readme_length
 check "bazel metadata (gazelle, buildifier)" hack/update-bazel.sh --verify
 check "no build output or oversized files in the tree" hack/verify-tree.sh
 check "import direction (e2e/, test/, kind/ and what binaries link)" hack/verify-imports.sh
