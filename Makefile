@@ -128,8 +128,9 @@ bench-provisioning: build
 	go test ./autoscaler/simulator -run '^$$' -bench CheckCapacity
 	go test -tags integration ./autoscaler/provisioning/integration -run '^$$' -bench 'CheckCapacity100Requests|AtomicScaleUp100Nodes' -benchtime 1x
 
-## verify: formatting, vet, tidy modules, generated files and Bazel metadata in sync, no build
-## output in the tree, import direction, golangci-lint.
+## verify: formatting, vet, tidy modules, generated files (the README's tables included) and Bazel
+## metadata in sync, component READMEs at most 150 lines, no build output in the tree, import
+## direction, golangci-lint.
 verify:
 	hack/verify.sh
 
