@@ -27,7 +27,7 @@ UP_FLAGS ?=
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning verify lint test clean update
+.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning verify lint test clean update
 
 all: build
 
@@ -39,6 +39,11 @@ help:
 ## build: every control-plane binary into _output/bin (incremental).
 build:
 	hack/build.sh
+
+## kueue: Kueue's manager (sigs.k8s.io/kueue, pinned in hack/tools/kueue) into _output/bin, built
+## from source: the ProvisioningRequest client Gantry is tested against, not part of the release.
+kueue:
+	GANTRY_BUILD_SET=kueue hack/build.sh
 
 ## images: every Gantry image and every image a kind node needs, built from the pinned sources
 ## with no Docker daemon, for PLATFORMS, into _output/images (OCI layout, docker-load archives).

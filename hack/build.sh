@@ -10,14 +10,17 @@
 #                     tests run; "images": what Gantry's images hold
 #                     (hack/images.sh sets it, with GOARCH, per platform);
 #                     "node": what the kind node runs besides them (kubelet,
-#                     kubeadm, kubectl, containerd, CNI plugins; hack/node-image.sh)
+#                     kubeadm, kubectl, containerd, CNI plugins; hack/node-image.sh);
+#                     "kueue": Kueue's manager (`kueue`), built from the module
+#                     hack/tools/kueue pins (not part of "all": it is a client
+#                     Gantry is tested against, not a part of Gantry)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "${root}"
 out="${GANTRY_BIN_DIR:-${root}/_output/bin}"
 build_set="${GANTRY_BUILD_SET:-all}"
-case "${build_set}" in all | images | node) ;; *) echo "GANTRY_BUILD_SET=${build_set}: want all, images or node" >&2; exit 2 ;; esac
+case "${build_set}" in all | images | node | kueue) ;; *) echo "GANTRY_BUILD_SET=${build_set}: want all, images, node or kueue" >&2; exit 2 ;; esac
 mkdir -p "${out}"
 
 export CGO_ENABLED=0
@@ -41,6 +44,18 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 step() { printf '==> %s\n' "$*"; }
+
+if [[ "${build_set}" == kueue ]]; then
+  kueue_version="$(cd hack/tools/kueue && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
+  step "kueue (${kueue_version})"
+  (
+    cd hack/tools/kueue
+    go build -ldflags "-s -w -X 'sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}' -X 'sigs.k8s.io/kueue/pkg/version.BuildDate=${stamp[STABLE_BUILD_DATE]}'" \
+      -o "${out}/kueue" sigs.k8s.io/kueue/cmd/kueue
+  )
+  step "done: $(cd "${out}" && ls | tr '\n' ' ')"
+  exit 0
+fi
 
 if [[ "${build_set}" == node ]]; then
   step "kubelet, kubeadm, kubectl (${git_version})"

@@ -9,7 +9,7 @@ source "${GANTRY_ROOT}/hack/lib.sh"
 cd "${GANTRY_ROOT}"
 
 hack/pin-kubernetes.sh "$(gantry::k8s_version)"
-for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl; do
+for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl hack/tools/kueue; do
   (cd "${m}" && go mod tidy)
 done
 gantry::generate_crds

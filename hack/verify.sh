@@ -29,7 +29,7 @@ vet() { go vet ./... && (cd hack/tools/perf && go vet ./...); }
 
 tidy() {
   local m
-  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl hack/tools/perf; do
+  for m in . hack/tools hack/tools/lint hack/tools/images hack/tools/node hack/tools/crictl hack/tools/perf hack/tools/kueue; do
     (cd "${m}" && go mod tidy -diff) || return 1
   done
 }
