@@ -135,9 +135,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if provider != nil && o.ScaleDownUnneededTime > 0 && o.ScaleDownInterval <= 0 {
 		return nil, fmt.Errorf("scale-down interval must be positive, got %s", o.ScaleDownInterval)
 	}
+	pods := factory.Core().V1().Pods()
+	if err := pods.Informer().AddIndexers(provisioning.PodIndexers()); err != nil {
+		return nil, err
+	}
 	r := &provisioning.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Simulator: sim, Provider: provider,
-		Nodes: factory.Core().V1().Nodes().Lister(), Pods: factory.Core().V1().Pods().Lister(),
+		Nodes: factory.Core().V1().Nodes().Lister(), Pods: pods.Lister(), PodInformer: pods.Informer(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
 		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance,

@@ -117,17 +117,26 @@ type bookingState struct {
 
 // BookingPods sums a booking's Reservations up in pods: how many they
 // book, and how many of those the request's pods have consumed.
+// A pod counts as come when the Reservation records it as an owner.
 func BookingPods(rs []schedv1alpha1.Reservation) (booked, consumed int) {
-	s := summarizeBookings(rs)
+	s := summarizeBookings(rs, recordedOwners)
 	return s.total, s.consumed
 }
 
-func summarizeBookings(rs []schedv1alpha1.Reservation) bookingState {
+// recordedOwners is how many of res's booked pods its status records as
+// come (see cameTo for what it misses).
+func recordedOwners(res *schedv1alpha1.Reservation) int {
+	return min(len(res.Status.CurrentOwners), BookedPods(res))
+}
+
+// summarizeBookings sums a booking up; cameTo says how many of a
+// Reservation's booked pods have come.
+func summarizeBookings(rs []schedv1alpha1.Reservation, cameTo func(*schedv1alpha1.Reservation) int) bookingState {
 	s := bookingState{reservations: len(rs), failed: map[string]int{}, nodes: map[string]bool{}}
 	for i := range rs {
 		r := &rs[i]
 		pods := BookedPods(r)
-		came := min(len(r.Status.CurrentOwners), pods)
+		came := cameTo(r)
 		s.total += pods
 		if r.Status.NodeName != "" {
 			s.nodes[r.Status.NodeName] = true
@@ -386,7 +395,7 @@ func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservat
 // and retried.
 func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings []schedv1alpha1.Reservation) (reconcile.Result, error) {
 	pr, class := rq.pr, rq.class
-	st := summarizeBookings(bookings)
+	st := summarizeBookings(bookings, r.cameTo)
 	r.trackBookings(pr.UID, st.available+st.pending)
 	want := countPods(rq.sets)
 	if st.available+st.consumed == want && len(st.failed) == 0 {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
@@ -40,6 +41,11 @@ type Reconciler struct {
 	Simulator *simulator.Simulator
 	Nodes     corelisters.NodeLister
 	Pods      corelisters.PodLister
+	// PodInformer is the informer behind Pods, with PodIndexers: which pods
+	// came to a booking, and events that end a booking whose pods all came
+	// (nil: only the Reservations' recorded owners count, and only their
+	// changes wake a booked request).
+	PodInformer cache.SharedIndexInformer
 	// Provider is where atomic scale-ups add nodes and scale-down removes
 	// them (nil: atomic classes can only book existing capacity).
 	Provider nodegroups.Provider
@@ -96,7 +102,8 @@ const DefaultFinishedRequestTTL = 7 * 24 * time.Hour
 const Workers = 4
 
 // SetupWithManager registers the controller: it watches requests, their
-// bookings, classes and PodTemplates.
+// bookings, classes, PodTemplates and, with PodInformer, the pods bound
+// into bookings.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest); err != nil {
 		// The cache started before (the controller waited for its CRDs):
@@ -104,7 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		mgr.GetLogger().V(1).Info("Reservations not indexed by request", "err", err)
 		r.noRequestIndex = true
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
 		For(&provv1.ProvisioningRequest{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: Workers}).
@@ -116,8 +123,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 		})).
 		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
-		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace)).
-		Complete(r)
+		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace))
+	if r.PodInformer != nil {
+		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []reconcile.Request {
+				if p, ok := o.(*v1.Pod); ok {
+					return requestOfBookedPod(p)
+				}
+				return nil
+			})})
+	}
+	return b.Complete(r)
 }
 
 func (r *Reconciler) requestsOfClass(ctx context.Context, o client.Object) []reconcile.Request {
@@ -267,7 +283,7 @@ func (r *Reconciler) release(ctx context.Context, rq *request, why string) error
 	}
 	r.trackBookings(pr.UID, 0)
 	if len(bookings) > 0 && why != "" {
-		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonBookingReleased, "Released the room of %d booked pods: %s", summarizeBookings(bookings).total, why)
+		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonBookingReleased, "Released the room of %d booked pods: %s", summarizeBookings(bookings, recordedOwners).total, why)
 	}
 	if deleting {
 		if err := r.removeUnusedNodes(ctx, rq); err != nil {

@@ -109,9 +109,10 @@
 //   - Booked pods: how many pods a Reservation holds room for
 //     (AnnotationBookedPods, read by BookedPods).
 //   - Consumed: a booked pod is consumed once one of the request's pods, an
-//     owner of the Reservation by the consume annotation, is placed in it
-//     (the Reservation's status.currentOwners). Comments say such a pod
-//     has "come".
+//     owner of the Reservation by the consume annotation, was bound into
+//     it, whether it still runs or has finished since (the Reservation's
+//     status.currentOwners, and the pods bound into it: came.go). Comments
+//     say such a pod has "come".
 //   - Attempt: one try at finding capacity for a request, a simulation and
 //     its booking, plus for atomic classes a scale-up whose ID
 //     (DetailScaleUpAttempt) labels the nodes it adds. A failed attempt

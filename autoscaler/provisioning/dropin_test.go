@@ -157,7 +157,7 @@ func TestLostBookings(t *testing.T) {
 		failed(bookingName(uid, 2, 0), schedv1alpha1.ReasonPreempted, 2, 2),
 		failed("someone-elses", schedv1alpha1.ReasonPreempted, 1, 0),
 	}
-	l := lostBookings(uid, rs)
+	l := lostBookings(uid, rs, recordedOwners)
 	if l.total != 5 || l.pods[0] != 3 || l.pods[1] != 1 || len(l.pods) != 2 || l.unknown != 1 || len(l.reservations) != 3 {
 		t.Errorf("lost %+v; want 3 pods of set 0, 1 of set 1, 1 unknown, 3 reservations", l)
 	}

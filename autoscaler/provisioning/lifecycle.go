@@ -182,9 +182,9 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	st := summarizeBookings(bookings)
+	st := summarizeBookings(bookings, r.cameTo)
 	r.trackBookings(pr.UID, st.available+st.pending)
-	if lost := lostBookings(pr.UID, bookings); lost.total > 0 {
+	if lost := lostBookings(pr.UID, bookings, r.cameTo); lost.total > 0 {
 		return r.rebook(ctx, rq, bookings, lost)
 	}
 	switch {

@@ -151,7 +151,7 @@ func TestSummarizeBookings(t *testing.T) {
 		*r(schedv1alpha1.ReservationFailed, schedv1alpha1.ConditionReady, schedv1alpha1.ReasonExpired).Obj(),
 		*r(schedv1alpha1.ReservationPending, schedv1alpha1.ConditionScheduled, schedv1alpha1.ReasonUnschedulable).Obj(),
 		*r("", "", "").Obj(),
-	})
+	}, recordedOwners)
 	if s.total != 5 || s.available != 1 || s.consumed != 1 || s.failed[schedv1alpha1.ReasonExpired] != 1 ||
 		s.pending != 2 || s.unschedulable != "0/2 nodes are available" || len(s.nodes) != 1 {
 		t.Errorf("%+v", s)
@@ -173,7 +173,7 @@ func TestSummarizeBookings(t *testing.T) {
 		shared(schedv1alpha1.ReservationAvailable, 4, 1, ""),
 		shared(schedv1alpha1.ReservationFailed, 3, 3, schedv1alpha1.ReasonExpired),
 		shared(schedv1alpha1.ReservationFailed, 2, 1, schedv1alpha1.ReasonExpired),
-	})
+	}, recordedOwners)
 	if s.total != 9 || s.available != 3 || s.consumed != 5 || s.failed[schedv1alpha1.ReasonExpired] != 1 || s.reservations != 3 {
 		t.Errorf("shared: %+v", s)
 	}

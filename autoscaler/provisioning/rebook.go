@@ -53,8 +53,9 @@ type lostBooking struct {
 }
 
 // lostBookings collects the request's Reservations that lost their node or
-// were preempted with pods still to come.
-func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
+// were preempted with pods still to come; cameTo says how many of a
+// Reservation's booked pods have come.
+func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation, cameTo func(*schedv1alpha1.Reservation) int) lostBooking {
 	l := lostBooking{pods: map[int]int{}}
 	for i := range rs {
 		res := &rs[i]
@@ -65,7 +66,7 @@ func lostBookings(uid types.UID, rs []schedv1alpha1.Reservation) lostBooking {
 		if ready == nil || ready.Reason != schedv1alpha1.ReasonNodeDeleted && ready.Reason != schedv1alpha1.ReasonPreempted {
 			continue
 		}
-		missing := BookedPods(res) - min(len(res.Status.CurrentOwners), BookedPods(res))
+		missing := BookedPods(res) - cameTo(res)
 		if missing <= 0 {
 			continue
 		}

@@ -68,6 +68,25 @@ func TestAsClusterAutoscaler(t *testing.T) {
 		e.deletePods("used-0", "used-1")
 	})
 
+	// Short batch pods: each finishes as soon as it is bound, before the
+	// scheduler's status controller may see it running, so the
+	// Reservations need not record them as owners. The request still ends
+	// when both came, and its booking is released.
+	t.Run("every pod came and finished at once: BookingExpired, CapacityBookingConsumed", func(t *testing.T) {
+		e.t = t
+		e.request("default", "brief", provv1.ClassCheckCapacity, "workers", 2, nil)
+		e.waitCondition("default", "brief", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+		uid := e.uid("default", "brief")
+		for _, name := range []string{"brief-0", "brief-1"} {
+			e.pod(name, "1", "brief")
+			e.finishOnceBound(name)
+		}
+		c := e.waitCondition("default", "brief", provv1.ConditionBookingExpired, metav1.ConditionTrue, provisioning.ReasonCapacityBookingConsumed, util.Timeout)
+		t.Logf("BookingExpired: %s", c.Message)
+		util.Must(t).Until(ctx, util.Timeout, "consumed booking released", func(context.Context) bool { return len(e.bookings(uid)) == 0 })
+		e.deletePods("brief-0", "brief-1")
+	})
+
 	t.Run("noRetry True is ignored, as cluster-autoscaler ignores it", func(t *testing.T) {
 		e.t = t
 		e.request("default", "shouty", provv1.ClassCheckCapacity, "workers", 20, map[string]provv1.Parameter{provv1.ParameterNoRetry: "True"})

@@ -370,6 +370,26 @@ func (e *env) pod(name string, cpu string, consumes string) {
 	}
 }
 
+// finishOnceBound waits for pod name to be bound, then marks it Succeeded
+// at once, as the kubelet does for a pod whose containers exit at start.
+func (e *env) finishOnceBound(name string) {
+	e.t.Helper()
+	ctx := context.Background()
+	var bound *v1.Pod
+	util.Must(e.t).Until(ctx, util.Timeout, "pod "+name+" bound", func(ctx context.Context) bool {
+		p, err := e.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName == "" {
+			return false
+		}
+		bound = p
+		return true
+	})
+	bound.Status.Phase = v1.PodSucceeded
+	if _, err := e.Client.CoreV1().Pods("default").UpdateStatus(ctx, bound, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) deletePods(names ...string) {
 	for _, name := range names {
 		_ = e.Client.CoreV1().Pods("default").Delete(context.Background(), name, metav1.DeleteOptions{})

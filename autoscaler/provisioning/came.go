@@ -1,0 +1,118 @@
+package provisioning
+
+import (
+	"encoding/json"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+)
+
+// A booked pod has come once one of the request's pods was bound into its
+// Reservation, whether that pod still runs or has finished since. The
+// Reservation's status.currentOwners alone cannot say so: the scheduler's
+// status controller records the owners it finds running, so a pod that
+// binds and finishes between two of its passes (short batch pods, as Kueue
+// runs them) is never recorded, and a multi-pod Reservation lists only the
+// owners running at its last pass. The pods themselves keep the record:
+// the scheduler binds an owner with AnnotationAllocated (the Reservation's
+// name and UID) in the same write as its node, and a finished pod keeps
+// both until it is deleted.
+
+// IndexPodBooking indexes pods by the Reservation they were bound into:
+// the UID of AnnotationAllocated, for pods that have a node.
+const IndexPodBooking = "gantry.provisioning/booking"
+
+// maxAllocationAnnotation bounds the allocation annotations the index
+// decodes: the scheduler writes about a hundred bytes; a longer value is a
+// tenant's, and is not read.
+const maxAllocationAnnotation = 1024
+
+// PodIndexers are the indexers Reconciler.PodInformer carries (add them
+// before it starts).
+func PodIndexers() cache.Indexers {
+	return cache.Indexers{IndexPodBooking: podBookingIndex}
+}
+
+func podBookingIndex(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	if uid := allocatedTo(p); uid != "" {
+		return []string{string(uid)}, nil
+	}
+	return nil, nil
+}
+
+// allocatedTo is the UID of the Reservation p's allocation annotation
+// names, "" for none or one that cannot be read.
+func allocatedTo(p *v1.Pod) types.UID {
+	v := p.Annotations[schedv1alpha1.AnnotationAllocated]
+	if v == "" || len(v) > maxAllocationAnnotation {
+		return ""
+	}
+	var a schedv1alpha1.ReservationAllocation
+	if err := json.Unmarshal([]byte(v), &a); err != nil {
+		return ""
+	}
+	return a.UID
+}
+
+// consumes is the name of the request p's consume annotation names
+// (upstream's key first, then the older one), "" for none.
+func consumes(p *v1.Pod) string {
+	if name := p.Annotations[provv1.AnnotationConsume]; name != "" {
+		return name
+	}
+	return p.Annotations[provv1.AnnotationConsumeLegacy]
+}
+
+// cameTo counts the booked pods of res that came: the owners its status
+// records, and the pods bound into it that it does not record (see the top
+// of this file), at most its booked pods. A pod counts only if it is in the
+// request's namespace, names the request in its consume annotation and
+// is on res's node: the allocation annotation is the tenant's to write, so
+// a forged one can only end the tenant's own request early.
+func (r *Reconciler) cameTo(res *schedv1alpha1.Reservation) int {
+	booked := BookedPods(res)
+	recorded := len(res.Status.CurrentOwners)
+	if r.PodInformer == nil || recorded >= booked || res.Status.NodeName == "" {
+		return min(recorded, booked)
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(res.Annotations[AnnotationRequest])
+	if err != nil || ns == "" || name == "" {
+		return min(recorded, booked)
+	}
+	came := make(map[types.UID]bool, booked)
+	for _, o := range res.Status.CurrentOwners {
+		came[o.UID] = true
+	}
+	objs, err := r.PodInformer.GetIndexer().ByIndex(IndexPodBooking, string(res.UID))
+	if err != nil {
+		return min(recorded, booked)
+	}
+	for _, obj := range objs {
+		p, ok := obj.(*v1.Pod)
+		if ok && p.Namespace == ns && p.Spec.NodeName == res.Status.NodeName && consumes(p) == name {
+			came[p.UID] = true
+		}
+	}
+	return min(len(came), booked)
+}
+
+// requestOfBookedPod enqueues the request a pod bound into a booking
+// consumes, so that a booking whose pods all came ends even when no
+// Reservation status changes (every pod finished before the scheduler
+// recorded it).
+func requestOfBookedPod(p *v1.Pod) []reconcile.Request {
+	name := consumes(p)
+	if name == "" || p.Spec.NodeName == "" || p.Annotations[schedv1alpha1.AnnotationAllocated] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: name}}}
+}

@@ -1,0 +1,142 @@
+package provisioning
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// boundInto is a pod of namespace the scheduler bound into res on node,
+// consuming the request named consume, finished.
+func boundInto(t *testing.T, name, namespace, node, consume string, res *schedv1alpha1.Reservation) *v1.Pod {
+	t.Helper()
+	alloc, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: res.Name, UID: res.UID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wrappers.MakePod(name, namespace).UID("pod-"+namespace+"-"+name).NodeName(node).
+		Annotation(provv1.AnnotationConsume, consume).Annotation(schedv1alpha1.AnnotationAllocated, string(alloc)).
+		Phase(v1.PodSucceeded).Obj()
+}
+
+// TestBookingEndsWhenItsPodsFinishedFirst reproduces the fast-pod race: a
+// booking of 3 pods on one node whose pods were bound into it and finished
+// before the scheduler's status controller saw them running, so that its
+// status records 1 owner. Once the third pod came, the request ends
+// BookingExpired, reason CapacityBookingConsumed, and its Reservation is
+// released. Pods that are not the request's own (another namespace, another
+// request, another node) do not count, whatever their allocation says.
+// Before the fix the request counted only the recorded owner and stayed
+// Provisioned, holding the room until the booking expired.
+func TestBookingEndsWhenItsPodsFinishedFirst(t *testing.T) {
+	ctx := context.Background()
+	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 3).Obj()
+	pr.Finalizers = []string{Finalizer}
+	meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{Type: provv1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: provv1.ReasonCapacityIsFound})
+	res := booking(bookingName(pr.UID, 0, 0), pr)
+	res.UID = "res-1"
+	res.Annotations[AnnotationBookedPods] = "3"
+	res.Status.Phase, res.Status.NodeName = schedv1alpha1.ReservationAvailable, "n1"
+	first := boundInto(t, "p0", "ns", "n1", "job", res)
+	res.Status.CurrentOwners = []v1.ObjectReference{{Kind: "Pod", Namespace: "ns", Name: first.Name, UID: first.UID}}
+
+	r, c := fakeReconciler(t, time.Now(), pr, res)
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
+	r.PodInformer = informer
+	for _, p := range []*v1.Pod{
+		first,
+		boundInto(t, "p1", "ns", "n1", "job", res),
+		boundInto(t, "intruder", "other", "n1", "job", res),
+		boundInto(t, "other-request", "ns", "n1", "another", res),
+		boundInto(t, "elsewhere", "ns", "n2", "job", res),
+	} {
+		if err := informer.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	class, _ := builtinClass(provv1.ClassCheckCapacity)
+	serve := func() *provv1.ProvisioningRequest {
+		t.Helper()
+		got := &provv1.ProvisioningRequest{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
+			t.Fatal(err)
+		}
+		rq := newRequest(got)
+		rq.class = class
+		if _, err := r.watchBooking(ctx, rq); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+
+	if got := r.cameTo(res); got != 2 {
+		t.Errorf("came to the booking: %d, want 2 (the recorded owner and p1)", got)
+	}
+	if got := serve(); meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired) != nil {
+		t.Fatalf("ended with 2 of 3 pods come: %+v", got.Status.Conditions)
+	}
+
+	if err := informer.GetIndexer().Add(boundInto(t, "p2", "ns", "n1", "job", res)); err != nil {
+		t.Fatal(err)
+	}
+	got := serve()
+	cond := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonCapacityBookingConsumed || !strings.Contains(cond.Message, "all 3 pods") {
+		t.Fatalf("BookingExpired %+v, want True, CapacityBookingConsumed, all 3 pods", cond)
+	}
+	left := &schedv1alpha1.ReservationList{}
+	if err := c.List(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d Reservations left after the booking was consumed, want none", len(left.Items))
+	}
+}
+
+// TestRequestOfBookedPod: a pod bound into a booking wakes the request it
+// consumes; a pod not bound, or bound without an allocation, or consuming
+// nothing, wakes none.
+func TestRequestOfBookedPod(t *testing.T) {
+	res := wrappers.MakeReservation("r").UID("res-1").Obj()
+	bound := boundInto(t, "p", "ns", "n1", "job", res)
+	if got := requestOfBookedPod(bound); len(got) != 1 || got[0].NamespacedName != (types.NamespacedName{Namespace: "ns", Name: "job"}) {
+		t.Errorf("bound pod: %v, want ns/job", got)
+	}
+	legacy := bound.DeepCopy()
+	delete(legacy.Annotations, provv1.AnnotationConsume)
+	legacy.Annotations[provv1.AnnotationConsumeLegacy] = "old"
+	if got := requestOfBookedPod(legacy); len(got) != 1 || got[0].Name != "old" {
+		t.Errorf("legacy consume annotation: %v, want ns/old", got)
+	}
+	unbound := bound.DeepCopy()
+	unbound.Spec.NodeName = ""
+	unallocated := bound.DeepCopy()
+	delete(unallocated.Annotations, schedv1alpha1.AnnotationAllocated)
+	consumesNothing := wrappers.MakePod("q", "ns").NodeName("n1").Annotation(schedv1alpha1.AnnotationAllocated, "{}").Obj()
+	for name, p := range map[string]*v1.Pod{"unbound": unbound, "unallocated": unallocated, "consumes nothing": consumesNothing} {
+		if got := requestOfBookedPod(p); got != nil {
+			t.Errorf("%s: %v, want none", name, got)
+		}
+	}
+	huge := bound.DeepCopy()
+	huge.Annotations[schedv1alpha1.AnnotationAllocated] = `{"uid":"res-1","name":"` + strings.Repeat("x", maxAllocationAnnotation) + `"}`
+	if keys, _ := podBookingIndex(huge); keys != nil {
+		t.Errorf("an oversized allocation annotation was indexed: %v", keys)
+	}
+}
