@@ -22,6 +22,8 @@ PLATFORMS ?= linux/amd64,linux/arm64
 REGISTRY ?=
 # A kind node image to build `make node-image` on instead of Gantry's own root filesystem.
 NODE_BASE_IMAGE ?=
+# KUEUE=1: `make up` also installs Kueue (built by `make kueue`; see docs/kueue.md).
+KUEUE ?=
 # Extra flags for gantry-cluster up, e.g. UP_FLAGS="--port 6443 --retain".
 UP_FLAGS ?=
 GINKGO := go tool ginkgo
@@ -65,9 +67,10 @@ manifests: images
 push:
 	go run ./release/cmd/gantry-images push --registry '$(REGISTRY)'
 
-## up: build, then bring up the cluster (NODES=3 kwok nodes; RUNTIME=kind adds 2 workers).
-up: build
-	$(BIN)/gantry-cluster up --runtime $(RUNTIME) --control-plane $(CONTROL_PLANE) --nodes $(NODES) $(UP_FLAGS)
+## up: build, then bring up the cluster (NODES=3 kwok nodes; RUNTIME=kind adds 2 workers; KUEUE=1
+## adds Kueue).
+up: build $(if $(KUEUE),kueue)
+	$(BIN)/gantry-cluster up --runtime $(RUNTIME) --control-plane $(CONTROL_PLANE) --nodes $(NODES) $(if $(KUEUE),--kueue) $(UP_FLAGS)
 
 ## down: remove the cluster and everything made for it.
 down: build
@@ -107,8 +110,9 @@ bench-e2e: build
 bench-scheduler: build
 	WHAT=$(WHAT) COUNT=$(COUNT) hack/bench-scheduler.sh
 
-## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up.
-e2e: build
+## e2e: ginkgo suites on the cluster of KUBECONFIG, or on a local cluster the suite brings up (the
+## kueue suite's with Kueue, built by `make kueue`).
+e2e: build kueue
 	rm -rf $(ARTIFACTS) && mkdir -p $(ARTIFACTS)
 	$(GINKGO) -v --timeout=$(if $(filter kind,$(RUNTIME)),80m,40m) --label-filter='$(if $(FOCUS),$(FOCUS),!latency)' \
 		--junit-report=junit.xml --output-dir=$(ARTIFACTS) ./e2e/... -- --artifacts=$(abspath $(ARTIFACTS)) --runtime=$(RUNTIME) \

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gantry-dev/gantry/internal/repo"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	// The runtimes suites bring clusters up with.
 	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/kind"
 	_ "github.com/gantry-dev/gantry/kind/pkg/runtime/local"
@@ -86,6 +87,9 @@ const (
 	// LabelInstall marks the day-2 operations of Gantry's install: apply
 	// again, rolling updates under load, delete.
 	LabelInstall = "install"
+	// LabelKueue marks the specs that drive ProvisioningRequests through
+	// Kueue's own controller.
+	LabelKueue = "kueue"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or
@@ -130,6 +134,7 @@ type suiteOptions struct {
 	apiserverArgs []string
 	nodes         int
 	fakeNodesOnly bool
+	kueue         bool
 	setup         func(ctx context.Context) error
 }
 
@@ -160,6 +165,13 @@ func WithFakeNodesOnly() SuiteOption {
 	return func(o *suiteOptions) { o.fakeNodesOnly = true }
 }
 
+// WithKueue installs Kueue into the suite's cluster (gantry-cluster up
+// --kueue); on a cluster given by --kubeconfig it checks that Kueue runs
+// there (`make up KUEUE=1`).
+func WithKueue() SuiteOption {
+	return func(o *suiteOptions) { o.kueue = true }
+}
+
 // WithSetup runs setup once (on ginkgo process 1) after the cluster is up
 // and TestContext is filled in, before any spec; setup may register
 // ginkgo.DeferCleanup to undo itself after the suite.
@@ -186,6 +198,12 @@ func SetupSuite(opts ...SuiteOption) bool {
 		_ = os.Remove(filepath.Join(artifacts, failedMarker))
 		if kc := kubeconfigFlag(); kc != "" {
 			ginkgo.GinkgoWriter.Printf("Testing the cluster of kubeconfig %s\n", kc)
+			if so.kueue {
+				cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+				gomega.Expect(err).NotTo(gomega.HaveOccurred())
+				gomega.Expect(kueue.WaitReady(ctx, cfg, 10*time.Second, nil)).To(gomega.Succeed(),
+					"the suite needs Kueue on the cluster: bring it up with `make up KUEUE=1`")
+			}
 			return mustJSON(suiteCluster{Kubeconfig: kc})
 		}
 		c, err := localCluster(root, &so)
@@ -285,6 +303,7 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		Name:          so.clusterName,
 		APIServerArgs: so.apiserverArgs,
 		Nodes:         suiteNodes(so),
+		Kueue:         so.kueue,
 		Retain:        *retainFlag,
 		Timeout:       3 * time.Minute,
 		Out:           ginkgo.GinkgoWriter,

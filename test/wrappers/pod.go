@@ -8,8 +8,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// pauseImage is the image of the containers the wrappers make.
-const pauseImage = "registry.k8s.io/pause:3.10"
+// PauseImage is the image of the containers the wrappers make.
+const PauseImage = "registry.k8s.io/pause:3.10"
 
 // DefaultSchedulerName, when set, is the scheduler the pods, pod templates
 // and reservations the wrappers make name (e2e suites on a cluster where
@@ -30,7 +30,7 @@ func MakePod(name, namespace string) *PodWrapper {
 }
 
 func podSpec() v1.PodSpec {
-	return v1.PodSpec{SchedulerName: DefaultSchedulerName, Containers: []v1.Container{{Name: "work", Image: pauseImage}}}
+	return v1.PodSpec{SchedulerName: DefaultSchedulerName, Containers: []v1.Container{{Name: "work", Image: PauseImage}}}
 }
 
 // Obj returns the pod.

@@ -53,6 +53,11 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, "name=value" (without
 	// dashes), e.g. "disable-admission-plugins=MetadataPolicy".
 	APIServerArgs []string
+	// Kueue installs Kueue (sigs.k8s.io/kueue, pinned by hack/tools/kueue)
+	// as an add-on once the cluster is up: the ProvisioningRequest client
+	// Gantry is tested against (`make kueue` builds it; runtime kind runs
+	// the image `make images` builds). A cluster keeps Kueue once it has it.
+	Kueue bool
 	// Timeout bounds each wait (control plane, nodes, CRDs).
 	Timeout time.Duration
 	// Retain keeps a cluster whose creation failed, for debugging.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 )
 
 // Runtime creates and removes the control plane of a cluster. It is the
@@ -50,6 +52,14 @@ type WorkloadInstaller interface {
 	InstallWorkloads(ctx context.Context, cfg *rest.Config) (string, error)
 	// Workloads names them, for the progress line.
 	Workloads() []string
+}
+
+// KueueRunner is implemented by runtimes that can run Kueue's manager
+// (Options.Kueue). RunKueue applies Kueue's manifests (kueue.Render) as
+// the runtime runs the manager, starts it, and returns once it runs, with
+// a short summary for the progress line; Up then waits for its webhooks.
+type KueueRunner interface {
+	RunKueue(ctx context.Context, cfg *rest.Config, m kueue.Module) (string, error)
 }
 
 // NodeDescriber is implemented by runtimes whose clusters have real nodes

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gantry-dev/gantry/crds/install"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 )
 
@@ -154,6 +155,12 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 		return c.explain(ctx, err)
 	}
 
+	if o.Kueue {
+		if err := c.installKueue(ctx, cfg); err != nil {
+			return err
+		}
+	}
+
 	version, _ := client.Discovery().ServerVersion()
 	fmt.Fprintf(o.Out, "\nGantry cluster %q is ready after %s", o.Name, time.Since(c.p.start).Round(100*time.Millisecond))
 	if version != nil {
@@ -161,6 +168,33 @@ func (c *Cluster) Up(ctx context.Context) (err error) {
 	}
 	fmt.Fprintf(o.Out, ".\n  kubeconfig: %s\n  try:        %s --kubeconfig %s get nodes -L topology.kubernetes.io/zone,node.kubernetes.io/instance-type\n",
 		c.Kubeconfig(), c.rel(filepath.Join(o.BinDir, "kubectl")), c.rel(c.Kubeconfig()))
+	return nil
+}
+
+// installKueue runs Kueue's manager on the cluster and waits for its
+// webhooks (Options.Kueue).
+func (c *Cluster) installKueue(ctx context.Context, cfg *rest.Config) error {
+	runner, ok := c.runtime.(KueueRunner)
+	if !ok {
+		return &NotSupportedError{Runtime: c.runtime.Name(), Reason: "it cannot run Kueue"}
+	}
+	m, err := kueue.FindModule(ctx, c.opts.Root)
+	if err != nil {
+		return err
+	}
+	if err := c.p.step(fmt.Sprintf("installing Kueue %s (%s)", m.Version, kueue.Namespace), func() (string, error) {
+		return runner.RunKueue(ctx, cfg, m)
+	}); err != nil {
+		return c.explain(ctx, &componentError{component: kueue.Component, err: err})
+	}
+	if err := c.p.step("waiting for Kueue's webhooks", func() (string, error) {
+		return "", kueue.WaitReady(ctx, cfg, c.opts.Timeout, func() bool {
+			stopped, err := c.runtime.Stopped(ctx)
+			return err == nil && slices.Contains(stopped, kueue.Component)
+		})
+	}); err != nil {
+		return c.explain(ctx, &componentError{component: kueue.Component, err: err})
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 )
 
 // Name is the runtime's name.
@@ -61,9 +62,12 @@ func (r *Runtime) Name() string { return Name }
 
 // Components implements cluster.Runtime.
 func (r *Runtime) Components() []string {
-	out := make([]string, 0, len(components))
+	out := make([]string, 0, len(components)+1)
 	for _, c := range components {
 		out = append(out, c.name)
+	}
+	if r.hasKueue() {
+		out = append(out, kueue.Component)
 	}
 	return out
 }
@@ -86,6 +90,11 @@ func (r *Runtime) Preflight(ctx context.Context) error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("missing binaries in %s: %s\nrun `make build` first", r.o.BinDir, strings.Join(missing, ", "))
+	}
+	if r.o.Kueue || r.hasKueue() {
+		if st, err := os.Stat(r.bin(kueue.Component)); err != nil || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("missing binary %s in %s: run `make kueue` first", kueue.Component, r.o.BinDir)
+		}
 	}
 	if r.o.APIServerPort != 0 {
 		if state, err := r.State(ctx); err == nil && state == cluster.StateAbsent {
@@ -128,9 +137,9 @@ func (r *Runtime) State(ctx context.Context) (cluster.State, error) {
 // Stopped implements cluster.Runtime by reading kwokctl's pid files.
 func (r *Runtime) Stopped(_ context.Context) ([]string, error) {
 	var out []string
-	for _, c := range components {
-		if !alive(filepath.Join(r.clusterDir(), "pids", c.name+".pid")) {
-			out = append(out, c.name)
+	for _, c := range r.Components() {
+		if !alive(r.pidFile(c)) {
+			out = append(out, c)
 		}
 	}
 	return out, nil
@@ -187,7 +196,10 @@ func (r *Runtime) Create(ctx context.Context) error {
 		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
 		"--extra-args", "kube-scheduler=authentication-kubeconfig="+kubeconfig,
 		"--extra-args", "kube-scheduler=authorization-kubeconfig="+kubeconfig,
-		"--extra-args", "kube-scheduler=bind-address=127.0.0.1")
+		"--extra-args", "kube-scheduler=bind-address=127.0.0.1",
+		// No Service network: kube-apiserver reaches a Service's
+		// webhooks through its EndpointSlices (Kueue's, --kueue).
+		"--extra-args", "kube-apiserver=enable-aggregator-routing=true")
 	config, err := r.writeComponentsConfig()
 	if err != nil {
 		return err
@@ -257,12 +269,20 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err := r.kwokctl(ctx, "start", "cluster", "--wait", r.o.Timeout.String(), "--timeout", r.o.Timeout.String()); err != nil {
 		return err
 	}
+	if r.hasKueue() && !alive(r.pidFile(kueue.Component)) {
+		if err := r.startKueue(); err != nil {
+			return err
+		}
+	}
 	return r.publishKubeconfig()
 }
 
 // Delete implements cluster.Runtime.
 func (r *Runtime) Delete(ctx context.Context) error {
 	if _, err := os.Stat(r.clusterDir()); err == nil {
+		if err := r.stopKueue(ctx); err != nil {
+			return fmt.Errorf("stopping Kueue: %w", err)
+		}
 		// kwokctl removes the cluster's context from the kubeconfig it is
 		// given; give it its own, which goes away with the cluster.
 		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", filepath.Join(r.clusterDir(), "kubeconfig.yaml")); err != nil {

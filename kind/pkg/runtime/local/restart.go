@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 )
 
 // stopTimeout bounds how long a signalled component may take to exit before
@@ -27,7 +29,7 @@ func (r *Runtime) RestartComponent(ctx context.Context, component string, sig sy
 	if !slices.Contains(r.Components(), component) {
 		return fmt.Errorf("unknown component %q: choose one of %s", component, strings.Join(r.Components(), ", "))
 	}
-	pidFile := filepath.Join(r.clusterDir(), "pids", component+".pid")
+	pidFile := r.pidFile(component)
 	if pid, err := readPid(pidFile); err == nil && !gone(pid) {
 		if err := stopProcess(ctx, pid, sig); err != nil {
 			return fmt.Errorf("stopping %s: %w", component, err)
@@ -40,7 +42,11 @@ func (r *Runtime) RestartComponent(ctx context.Context, component string, sig sy
 	if err := r.keepLog(component); err != nil {
 		return fmt.Errorf("keeping the log of %s: %w", component, err)
 	}
-	if err := r.kwokctl(ctx, "start", "cluster", "--wait", r.o.Timeout.String(), "--timeout", r.o.Timeout.String()); err != nil {
+	if component == kueue.Component {
+		if err := r.startKueue(); err != nil {
+			return err
+		}
+	} else if err := r.kwokctl(ctx, "start", "cluster", "--wait", r.o.Timeout.String(), "--timeout", r.o.Timeout.String()); err != nil {
 		return err
 	}
 	if !alive(pidFile) {
@@ -122,7 +128,8 @@ func (r *Runtime) keepLog(component string) error {
 }
 
 // exportKeptLogs copies the logs keepLog kept into the components directory
-// of an export, beside the current ones kwokctl exported.
+// of an export, beside the current ones kwokctl exported, and Kueue's
+// current log, which kwokctl does not know of.
 func (r *Runtime) exportKeptLogs(dir string) error {
 	src := filepath.Join(r.clusterDir(), "logs")
 	entries, err := os.ReadDir(src)
@@ -133,6 +140,13 @@ func (r *Runtime) exportKeptLogs(dir string) error {
 		name := e.Name()
 		base, ok := strings.CutSuffix(name, ".log")
 		if !ok {
+			continue
+		}
+		if base == kueue.Component {
+			// Not kwokctl's: it exported none of its logs.
+			if err := copyFile(filepath.Join(src, name), filepath.Join(dir, r.o.Name, "components", name)); err != nil {
+				return err
+			}
 			continue
 		}
 		i := strings.LastIndexByte(base, '.')

@@ -1,0 +1,307 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	batchv1 "k8s.io/api/batch/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// Kueue's API, v1beta2, through the dynamic client: the suite does not
+// link Kueue's Go types (another Kubernetes release's modules).
+var (
+	resourceFlavors       = kueueGVR("resourceflavors")
+	clusterQueues         = kueueGVR("clusterqueues")
+	localQueues           = kueueGVR("localqueues")
+	admissionChecks       = kueueGVR("admissionchecks")
+	provisioningConfigs   = kueueGVR("provisioningrequestconfigs")
+	workloads             = kueueGVR("workloads")
+	workloadPriorityClass = kueueGVR("workloadpriorityclasses")
+)
+
+func kueueGVR(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: resource}
+}
+
+const (
+	// queueLabel puts a Job in a LocalQueue.
+	queueLabel = "kueue.x-k8s.io/queue-name"
+	// provisioningController is the controller of Kueue's
+	// ProvisioningRequest admission checks.
+	provisioningController = "kueue.x-k8s.io/provisioning-request"
+	// localQueueName is the LocalQueue of the spec's namespace.
+	localQueueName = "queue"
+)
+
+// env is what the specs act through.
+type env struct {
+	f   *framework.Framework
+	dyn dynamic.Interface
+}
+
+func newEnv(f *framework.Framework) *env {
+	return &env{f: f, dyn: dynamic.NewForConfigOrDie(framework.TestContext.Config)}
+}
+
+// create creates a Kueue object (cluster-scoped unless it has a namespace)
+// and deletes it when the spec ends.
+func (e *env) create(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) {
+	ginkgo.GinkgoHelper()
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	ri := e.dyn.Resource(gvr).Namespace(u.GetNamespace())
+	_, err := ri.Create(ctx, u, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating %s %s", u.GetKind(), u.GetName())
+	ginkgo.DeferCleanup(func(ctx context.Context) {
+		err := ri.Delete(ctx, u.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			ginkgo.GinkgoWriter.Printf("deleting %s %s: %v\n", u.GetKind(), u.GetName(), err)
+		}
+	})
+}
+
+// queueOptions shape a ClusterQueue and its ProvisioningRequestConfig.
+type queueOptions struct {
+	// class is the ProvisioningClass of the requests.
+	class string
+	// cpu is the ClusterQueue's CPU quota.
+	cpu string
+	// parameters go into every request.
+	parameters map[string]any
+	// retry is the config's retryStrategy (nil: Kueue's default).
+	retry map[string]any
+}
+
+// queue makes, for the spec's namespace, a ResourceFlavor, a
+// ProvisioningRequestConfig, an AdmissionCheck of Kueue's provisioning
+// controller, a ClusterQueue with that check, and the LocalQueue
+// localQueueName, and waits until the ClusterQueue is active.
+func (e *env) queue(ctx context.Context, o queueOptions) {
+	ginkgo.GinkgoHelper()
+	name := e.f.Namespace
+	e.create(ctx, resourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}})
+	spec := map[string]any{"provisioningClassName": o.class, "managedResources": []any{"cpu"}}
+	if o.parameters != nil {
+		spec["parameters"] = o.parameters
+	}
+	if o.retry != nil {
+		spec["retryStrategy"] = o.retry
+	}
+	e.create(ctx, provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
+	e.create(ctx, admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{
+		"controllerName": provisioningController,
+		"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name},
+	}})
+	e.create(ctx, clusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name}, "spec": map[string]any{
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": e.f.Namespace}},
+		"resourceGroups": []any{map[string]any{
+			"coveredResources": []any{"cpu", "memory"},
+			"flavors": []any{map[string]any{"name": name, "resources": []any{
+				map[string]any{"name": "cpu", "nominalQuota": o.cpu},
+				map[string]any{"name": "memory", "nominalQuota": "1Ti"},
+			}}},
+		}},
+		"admissionChecksStrategy": map[string]any{"admissionChecks": []any{map[string]any{"name": name}}},
+	}})
+	e.create(ctx, localQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": e.f.Namespace},
+		"spec": map[string]any{"clusterQueue": name}})
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		cq, err := e.dyn.Resource(clusterQueues).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(gomega.HaveOccurred())
+		g.Expect(conditionStatus(cq, "Active")).To(gomega.Equal("True"), "ClusterQueue %s not active: %v", name, cq.Object["status"])
+	}).Should(gomega.Succeed())
+}
+
+// conditionStatus is the status of obj's condition typ, or "".
+func conditionStatus(obj *unstructured.Unstructured, typ string) string {
+	c := condition(obj, typ)
+	if c == nil {
+		return ""
+	}
+	s, _ := c["status"].(string)
+	return s
+}
+
+func condition(obj *unstructured.Unstructured, typ string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			return m
+		}
+	}
+	return nil
+}
+
+// jobOptions shape a Job.
+type jobOptions struct {
+	pods     int32
+	cpu      string
+	priority string
+	// nodeGroup puts the pods on a node group of the provisioner's.
+	nodeGroup string
+	labels    map[string]string
+}
+
+// job creates a Job in the suite's LocalQueue: Kueue's webhook suspends it
+// until its workload is admitted. kwok completes a Job's pods about a
+// second after they start.
+func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
+	ginkgo.GinkgoHelper()
+	labels := map[string]string{queueLabel: localQueueName}
+	for k, v := range o.labels {
+		labels[k] = v
+	}
+	spec := v1.PodSpec{
+		RestartPolicy:     v1.RestartPolicyNever,
+		PriorityClassName: o.priority,
+		Containers: []v1.Container{{Name: "work", Image: wrappers.PauseImage, Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(o.cpu), v1.ResourceMemory: resource.MustParse("64Mi")},
+		}}},
+	}
+	if o.nodeGroup != "" {
+		spec.NodeSelector = map[string]string{nodegroups.LabelNodeGroup: o.nodeGroup}
+	}
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.f.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To(o.pods), Completions: ptr.To(o.pods), BackoffLimit: ptr.To[int32](3),
+			Template: v1.PodTemplateSpec{Spec: spec},
+		},
+	}
+	created, err := e.f.Client.BatchV1().Jobs(e.f.Namespace).Create(ctx, j, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	gomega.Expect(created.Spec.Suspend).To(gomega.HaveValue(gomega.BeTrue()), "Kueue's webhook did not suspend Job %s", name)
+	return created
+}
+
+// waitJobsComplete waits until every Job named has completed.
+func (e *env) waitJobsComplete(ctx context.Context, names ...string) {
+	ginkgo.GinkgoHelper()
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		for _, n := range names {
+			j, err := e.f.Client.BatchV1().Jobs(e.f.Namespace).Get(ctx, n, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			complete := false
+			for _, c := range j.Status.Conditions {
+				complete = complete || c.Type == batchv1.JobComplete && c.Status == v1.ConditionTrue
+			}
+			g.Expect(complete).To(gomega.BeTrue(), "Job %s not complete: %+v; workload: %s", n, j.Status, e.workloadState(ctx, n))
+		}
+	}).Should(gomega.Succeed())
+}
+
+// workloadState describes the Workload of a Job, for failure messages.
+func (e *env) workloadState(ctx context.Context, job string) string {
+	list, err := e.dyn.Resource(workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, w := range list.Items {
+		if !ownedBy(&w, "Job", job) {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(w.Object, "status", "conditions")
+		checks, _, _ := unstructured.NestedSlice(w.Object, "status", "admissionChecks")
+		fmt.Fprintf(&b, "%s conditions %v checks %v", w.GetName(), conds, checks)
+	}
+	return b.String()
+}
+
+func ownedBy(obj *unstructured.Unstructured, kind, name string) bool {
+	for _, o := range obj.GetOwnerReferences() {
+		if o.Kind == kind && o.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// requests are the spec's ProvisioningRequests (Kueue's, one per workload
+// and attempt).
+func (e *env) requests(ctx context.Context) []provv1.ProvisioningRequest {
+	ginkgo.GinkgoHelper()
+	list, err := e.f.Gantry.AutoscalingXV1().ProvisioningRequests(e.f.Namespace).List(ctx, metav1.ListOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return list.Items
+}
+
+// reservations are the bookings of the spec's requests.
+func (e *env) reservations(ctx context.Context) []schedv1alpha1.Reservation {
+	ginkgo.GinkgoHelper()
+	list, err := e.f.Gantry.SchedulingV1alpha1().Reservations().List(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	var out []schedv1alpha1.Reservation
+	for _, r := range list.Items {
+		if e.books(&r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// books reports whether r is the booking of one of the spec's requests.
+func (e *env) books(r *schedv1alpha1.Reservation) bool {
+	return strings.HasPrefix(r.Annotations[provisioning.AnnotationRequest], e.f.Namespace+"/")
+}
+
+// expectBookingsEnded waits until every request of the spec has ended as
+// Kueue understands it (BookingExpired or Failed) with the reason given for
+// BookingExpired, and none holds a Reservation.
+func (e *env) expectBookingsEnded(ctx context.Context, want int, reason string) {
+	ginkgo.GinkgoHelper()
+	start := time.Now()
+	framework.Eventually(ctx, func(g gomega.Gomega) {
+		prs := e.requests(ctx)
+		g.Expect(prs).To(gomega.HaveLen(want), "requests of the spec")
+		for _, pr := range prs {
+			c := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionBookingExpired)
+			g.Expect(c).NotTo(gomega.BeNil(), "request %s has not ended: %v", pr.Name, pr.Status.Conditions)
+			g.Expect(c.Status).To(gomega.Equal(metav1.ConditionTrue), "request %s", pr.Name)
+			g.Expect(c.Reason).To(gomega.Equal(reason), "request %s: %s", pr.Name, c.Message)
+		}
+		g.Expect(e.reservations(ctx)).To(gomega.BeEmpty(), "Reservations left")
+	}).Should(gomega.Succeed())
+	ginkgo.GinkgoWriter.Printf("%d requests ended %s, no Reservation left, %s after the Jobs completed\n", want, reason, time.Since(start).Round(time.Millisecond))
+}
+
+// leaveNothing registers the end-of-spec check that the spec's Jobs,
+// requests, Reservations and provisioned nodes are gone once its Jobs are.
+func (e *env) leaveNothing() {
+	ginkgo.DeferCleanup(func(ctx context.Context) {
+		bg := metav1.DeletePropagationBackground
+		gomega.Expect(e.f.Client.BatchV1().Jobs(e.f.Namespace).DeleteCollection(ctx,
+			metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{})).To(gomega.Succeed())
+		start := time.Now()
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			g.Expect(e.requests(ctx)).To(gomega.BeEmpty(), "requests left after their Jobs were deleted")
+			g.Expect(e.reservations(ctx)).To(gomega.BeEmpty(), "Reservations left after their Jobs were deleted")
+			nodes, err := e.f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodegroups.LabelNodeGroup})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(nodes.Items).To(gomega.BeEmpty(), "nodes the provisioner made are still there")
+		}).Should(gomega.Succeed())
+		ginkgo.GinkgoWriter.Printf("requests, Reservations and the provisioner's nodes gone %s after the Jobs were deleted\n", time.Since(start).Round(time.Millisecond))
+	})
+}

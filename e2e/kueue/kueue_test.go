@@ -1,0 +1,98 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/onsi/ginkgo/v2"
+	"github.com/onsi/gomega"
+
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/util"
+)
+
+var _ = framework.Describe("Kueue's ProvisioningRequest admission check served by gantry-provisioner", ginkgo.Label(framework.LabelKueue), ginkgo.Serial, func() {
+	f := framework.NewFramework("kueue")
+	var e *env
+
+	ginkgo.BeforeEach(func() {
+		e = newEnv(f)
+		// Registered first, so it runs after the spec's own cleanups.
+		e.leaveNothing()
+	})
+
+	ginkgo.It("admits ten concurrent check-capacity Jobs whose pods finish at once, twice, and ends every booking", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
+		const jobs = 10
+		for round := range 2 {
+			start := time.Now()
+			var names []string
+			for i := range jobs {
+				name := fmt.Sprintf("fast-%d-%d", round, i)
+				e.job(ctx, name, jobOptions{pods: 3, cpu: "100m"})
+				names = append(names, name)
+			}
+			e.waitJobsComplete(ctx, names...)
+			ginkgo.GinkgoWriter.Printf("round %d: %d Jobs of 3 pods admitted and complete in %s\n", round, jobs, time.Since(start).Round(time.Millisecond))
+			e.expectBookingsEnded(ctx, jobs*(round+1), provisioning.ReasonCapacityBookingConsumed)
+		}
+	})
+
+	ginkgo.It("books a Job at its PriorityClass's priority", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: f.Namespace + "-high"}, Value: 100000}
+		_, err := f.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			_ = f.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{})
+		})
+		// The Job's pods may end its booking within a second: read the
+		// Reservations as they are created.
+		w, err := f.Gantry.SchedulingV1alpha1().Reservations().Watch(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		defer w.Stop()
+		e.job(ctx, "high", jobOptions{pods: 2, cpu: "100m", priority: pc.Name})
+		booked := 0
+		gomega.Eventually(ctx, w.ResultChan()).WithTimeout(util.LongTimeout).Should(gomega.Receive(gomega.Satisfy(func(ev watch.Event) bool {
+			r, ok := ev.Object.(*schedv1alpha1.Reservation)
+			if !ok || ev.Type != watch.Added || !e.books(r) {
+				return false
+			}
+			gomega.Expect(r.Spec.Template.Priority).To(gomega.HaveValue(gomega.Equal(pc.Value)), "Reservation %s", r.Name)
+			booked++
+			return true
+		})))
+		ginkgo.GinkgoWriter.Printf("%d Reservation(s) seen at priority %d\n", booked, pc.Value)
+		e.waitJobsComplete(ctx, "high")
+		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
+
+	ginkgo.It("admits a Job after a best-effort-atomic scale-up, lands its pods on the new nodes, and removes the nodes with the Job", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassBestEffortAtomicScaleUp, cpu: "100"})
+		start := time.Now()
+		// A pod of 6 CPUs takes a node of the general group (8 CPUs) alone.
+		e.job(ctx, "atomic", jobOptions{pods: 4, cpu: "6", nodeGroup: "general"})
+		e.waitJobsComplete(ctx, "atomic")
+		ginkgo.GinkgoWriter.Printf("4 pods of 6 CPUs: Job created to complete in %s\n", time.Since(start).Round(time.Millisecond))
+		pods, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		used := map[string]bool{}
+		for _, p := range pods.Items {
+			n, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
+			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelNodeGroup, "general"), "pod %s", p.Name)
+			used[n.Name] = true
+		}
+		gomega.Expect(used).To(gomega.HaveLen(4), "the Job's pods did not take a new node each")
+		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
+})
