@@ -13,7 +13,8 @@
 #                     kubeadm, kubectl, containerd, CNI plugins; hack/node-image.sh);
 #                     "kueue": Kueue's manager (`kueue`), built from the module
 #                     hack/tools/kueue pins (not part of "all": it is a client
-#                     Gantry is tested against, not a part of Gantry)
+#                     Gantry is tested against, not a part of Gantry; "images"
+#                     builds it too, for its test image)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -45,7 +46,10 @@ done
 
 step() { printf '==> %s\n' "$*"; }
 
-if [[ "${build_set}" == kueue ]]; then
+# build_kueue builds Kueue's manager as `kueue`: for `make kueue`, and for
+# its test image (the same flags, so that one build's cache serves both).
+build_kueue() {
+  local kueue_version
   kueue_version="$(cd hack/tools/kueue && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
   step "kueue (${kueue_version})"
   (
@@ -53,6 +57,10 @@ if [[ "${build_set}" == kueue ]]; then
     go build -ldflags "-s -w -X 'sigs.k8s.io/kueue/pkg/version.GitVersion=${kueue_version}' -X 'sigs.k8s.io/kueue/pkg/version.BuildDate=${stamp[STABLE_BUILD_DATE]}'" \
       -o "${out}/kueue" sigs.k8s.io/kueue/cmd/kueue
   )
+}
+
+if [[ "${build_set}" == kueue ]]; then
+  build_kueue
   step "done: $(cd "${out}" && ls | tr '\n' ' ')"
   exit 0
 fi
@@ -145,5 +153,6 @@ if [[ "${build_set}" == images ]]; then
   step "coredns (${coredns_version}, Kubernetes' plugins), pause (Gantry)"
   (cd hack/tools/images && go build -ldflags "-s -w" -o "${out}/coredns" ./coredns)
   go build -ldflags "-s -w -X 'main.version=${git_version}'" -o "${out}/pause" ./release/cmd/pause
+  build_kueue
 fi
 step "done: $(cd "${out}" && ls | tr '\n' ' ')"

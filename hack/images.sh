@@ -39,6 +39,7 @@ etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 etcd_version="${etcd_version#v}"
 coredns_version="$(cd hack/tools/images && go list -m -f '{{.Version}}' github.com/coredns/coredns)"
 kwok_version="$(cd hack/tools && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)"
+kueue_version="$(cd hack/tools/kueue && go list -m -f '{{.Version}}' sigs.k8s.io/kueue)"
 pause_version="$(kubeadm_constant PauseVersion)"
 if [[ "$(kubeadm_constant DefaultEtcdVersion)" != "${etcd_version}-0" ]]; then
   echo "etcd ${etcd_version} (go.mod) is not kubeadm's $(kubeadm_constant DefaultEtcdVersion)" >&2
@@ -95,4 +96,4 @@ _output/bin/gantry-images build \
   --revision "${stamp[STABLE_GIT_COMMIT]}" --created "${stamp[STABLE_BUILD_DATE]}" \
   --kube-version "${stamp[STABLE_KUBE_VERSION]}" --gantry-version "${stamp[STABLE_GIT_VERSION]}" \
   --etcd-version "${etcd_version}" --coredns-version "${coredns_version}" \
-  --kwok-version "${kwok_version}" --pause-version "${pause_version}"
+  --kwok-version "${kwok_version}" --pause-version "${pause_version}" --kueue-version "${kueue_version}"

@@ -12,6 +12,8 @@ type Versions struct {
 	// Etcd, CoreDNS, Kwok and Pause are the upstream versions of the
 	// third-party components, e.g. 3.6.8, v1.14.2, v0.8.0, 3.10.
 	Etcd, CoreDNS, Kwok, Pause string
+	// Kueue is the version of Kueue hack/tools/kueue pins, e.g. v0.17.0.
+	Kueue string
 }
 
 // TagFor makes a version usable as an image tag the way kubeadm does: "+" is
@@ -48,6 +50,11 @@ type Component struct {
 	// (hack/debian-rootfs.sh), whose programs must load from it alone, or
 	// plain files such as kwok's stages.
 	RootFS bool
+	// Test marks an image built for Gantry's test clusters only: it is
+	// archived for `docker load` and preloaded into the kind node image,
+	// but left out of the OCI layout that `make push` copies and `make
+	// manifests` pins, so no release carries it.
+	Test bool
 }
 
 const pathEnv = "PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin"
@@ -141,6 +148,14 @@ func Components(v Versions) []Component {
 			// --config is a list: a Deployment's --config adds to it.
 			Entrypoint: []string{"/usr/local/bin/kwok", "--config=/etc/kwok/stages.yaml"},
 			RootFS:     true,
+		},
+		{
+			Name: "kueue", Description: "Kueue's manager, the ProvisioningRequest client Gantry's test clusters run (`gantry-cluster up --kueue`); not part of the release", Version: v.Kueue,
+			Upstream: "sigs.k8s.io/kueue@" + v.Kueue, Tags: []string{v.Kueue}, User: nonRootUser,
+			// Where Kueue's own image has it: its Deployment runs /manager.
+			Binaries:   []Binary{{Name: "kueue", Dest: "/manager"}},
+			Entrypoint: []string{"/manager"},
+			Test:       true,
 		},
 	}
 }

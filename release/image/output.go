@@ -27,8 +27,9 @@ func Ref(registry string, c Component, tag string) (name.Tag, error) {
 	return name.NewTag(strings.TrimSuffix(registry, "/")+"/"+c.Name+":"+tag, name.WeakValidation)
 }
 
-// WriteLayout writes every image as one OCI image layout at dir (replacing
-// what is there), one index entry per tag, named by its full reference.
+// WriteLayout writes every image but the test ones (Component.Test) as one
+// OCI image layout at dir (replacing what is there), one index entry per
+// tag, named by its full reference.
 func WriteLayout(dir, registry string, built []*Built) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -38,6 +39,9 @@ func WriteLayout(dir, registry string, built []*Built) error {
 		return err
 	}
 	for _, b := range built {
+		if b.Component.Test {
+			continue
+		}
 		for _, tag := range b.Component.Tags {
 			ref, err := Ref(registry, b.Component, tag)
 			if err != nil {

@@ -60,10 +60,14 @@ var stockComponents = []component{
 // components are the cluster's components: the static pods, then the
 // Deployments, all on the control-plane node.
 func (r *Runtime) components() []component {
+	out := components
 	if r.plane == cluster.ControlPlaneStock {
-		return append(slices.Clone(components), stockComponents...)
+		out = append(slices.Clone(out), stockComponents...)
 	}
-	return components
+	if r.hasKueue() {
+		out = append(slices.Clone(out), kueueComponent)
+	}
+	return out
 }
 
 func (r *Runtime) lookup(name string) (component, error) {

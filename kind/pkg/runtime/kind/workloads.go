@@ -69,21 +69,32 @@ func (r *Runtime) InstallWorkloads(ctx context.Context, cfg *rest.Config) (strin
 	}
 	var summary []string
 	for _, w := range r.workloads() {
-		var d *appsv1.Deployment
-		err := wait.PollUntilContextTimeout(ctx, time.Second, r.timeout(), true, func(ctx context.Context) (bool, error) {
-			d, err = client.AppsV1().Deployments(workloadsNamespace).Get(ctx, w.deployment, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			return d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil &&
-				d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
-		})
+		d, err := r.waitDeployment(ctx, client, workloadsNamespace, w.deployment)
 		if err != nil {
-			return "", &workloadError{component: w.component, err: fmt.Errorf("Deployment %s/%s not available within %s", workloadsNamespace, w.deployment, r.timeout())}
+			return "", &workloadError{component: w.component, err: err}
 		}
 		summary = append(summary, fmt.Sprintf("%s %d/%d", w.component, d.Status.AvailableReplicas, *d.Spec.Replicas))
 	}
 	return strings.Join(summary, ", ") + " available", nil
+}
+
+// waitDeployment waits until a Deployment's pods are all updated and
+// available.
+func (r *Runtime) waitDeployment(ctx context.Context, client kubernetes.Interface, namespace, name string) (*appsv1.Deployment, error) {
+	var d *appsv1.Deployment
+	err := wait.PollUntilContextTimeout(ctx, time.Second, r.timeout(), true, func(ctx context.Context) (bool, error) {
+		var err error
+		d, err = client.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Status.ObservedGeneration == d.Generation && d.Spec.Replicas != nil &&
+			d.Status.UpdatedReplicas == *d.Spec.Replicas && d.Status.AvailableReplicas == *d.Spec.Replicas, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Deployment %s/%s not available within %s", namespace, name, r.timeout())
+	}
+	return d, nil
 }
 
 // workloadError names the component whose Deployment failed, so that Up

@@ -63,6 +63,7 @@ func newBuild() *cobra.Command {
 	f.StringVar(&o.versions.Etcd, "etcd-version", "", "etcd version, e.g. 3.6.8 (required)")
 	f.StringVar(&o.versions.CoreDNS, "coredns-version", "", "CoreDNS version, e.g. v1.14.2 (required)")
 	f.StringVar(&o.versions.Kwok, "kwok-version", "", "kwok version, e.g. v0.8.0 (required)")
+	f.StringVar(&o.versions.Kueue, "kueue-version", "", "Kueue version, e.g. v0.17.0 (required)")
 	f.StringVar(&o.versions.Pause, "pause-version", "", "pause image tag, the one the node's containerd names as its sandbox image, e.g. 3.10 (required)")
 	return cmd
 }
@@ -71,6 +72,7 @@ func (o *buildOptions) run(cmd *cobra.Command) error {
 	for flag, v := range map[string]string{
 		"kube-version": o.versions.Kube, "gantry-version": o.versions.Gantry,
 		"etcd-version": o.versions.Etcd, "coredns-version": o.versions.CoreDNS, "kwok-version": o.versions.Kwok, "pause-version": o.versions.Pause,
+		"kueue-version": o.versions.Kueue,
 	} {
 		if v == "" {
 			return fmt.Errorf("--%s is required", flag)

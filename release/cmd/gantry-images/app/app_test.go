@@ -12,7 +12,7 @@ import (
 
 var allBinaries = []string{
 	"kube-apiserver", "kube-scheduler", "kube-apiserver-upstream", "kube-scheduler-upstream", "kube-controller-manager", "kube-proxy",
-	"gantry-provisioner", "gantry-webhook", "etcd", "coredns", "pause", "kwok",
+	"gantry-provisioner", "gantry-webhook", "etcd", "coredns", "pause", "kwok", "kueue",
 }
 
 func buildArgs(binDir, out string) []string {
@@ -21,6 +21,7 @@ func buildArgs(binDir, out string) []string {
 		"--revision", "0123456789abcdef", "--created", "2026-11-20T10:00:00Z",
 		"--kube-version", "v1.36.3", "--gantry-version", "v1.36.3+gantry.0123456789ab",
 		"--etcd-version", "3.6.8", "--coredns-version", "v1.14.2", "--kwok-version", "v0.8.0", "--pause-version", "3.10.2",
+		"--kueue-version", "v0.17.0",
 	}
 }
 
@@ -50,6 +51,7 @@ func TestBuildWritesEveryImage(t *testing.T) {
 	for _, want := range []string{
 		"gantry.local/kube-apiserver:v1.36.3 ", "gantry.local/etcd:3.6.8-0 ", "gantry.local/coredns:v1.14.2 ",
 		"gantry.local/pause:3.10.2 ", "gantry.local/kwok:v0.8.0 ", "gantry.local/gantry-webhook:v1.36.3 ",
+		"gantry.local/kueue:v0.17.0 ",
 	} {
 		if !strings.Contains(string(digests), want) {
 			t.Errorf("digests.txt has no %q:\n%s", want, digests)
@@ -58,7 +60,16 @@ func TestBuildWritesEveryImage(t *testing.T) {
 	if n := strings.Count(string(digests), "\n"); n != len(allBinaries) {
 		t.Errorf("digests.txt has %d lines, want %d", n, len(allBinaries))
 	}
-	for _, f := range []string{"oci/index.json", "oci/oci-layout", "kube-apiserver.linux-amd64.tar", "pause.linux-amd64.tar"} {
+	// Kueue's is a test image: archived for the kind node image, not in
+	// the layout a release is pushed from.
+	index, err := os.ReadFile(filepath.Join(out, "oci", "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(index), "/kueue:") || !strings.Contains(string(index), "/kwok:") {
+		t.Errorf("the OCI layout's index should name kwok and not kueue:\n%s", index)
+	}
+	for _, f := range []string{"oci/index.json", "oci/oci-layout", "kube-apiserver.linux-amd64.tar", "pause.linux-amd64.tar", "kueue.linux-amd64.tar"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("no %s: %v", f, err)
 		}
