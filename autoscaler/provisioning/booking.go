@@ -434,6 +434,9 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 		// The provisioner stopped while creating them: the placement they
 		// followed may be stale now.
 		why = fmt.Sprintf("booking interrupted with room for %d of %d pods created", st.total, want)
+	default:
+		// The simulation and the scheduler disagreed about the room.
+		bookedPodsNotPlaced.WithLabelValues(class.Name).Add(float64(st.pending))
 	}
 	if err := r.release(ctx, rq, why); err != nil {
 		return reconcile.Result{}, err

@@ -28,6 +28,10 @@ var (
 		Name: "gantry_provisioning_nodes_rolled_back_total",
 		Help: "Nodes deleted because their scale-up attempt failed or its request was cancelled, by node group.",
 	}, []string{"node_group"})
+	bookedPodsNotPlaced = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_provisioning_booked_pods_not_placed_total",
+		Help: "Booked pods the scheduler did not place within the placement timeout although the simulation had found room for them, by class: each such attempt is released and retried; the request's condition names a node and the scheduler's reason.",
+	}, []string{"class"})
 	timeToProvisioned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_provisioning_time_to_provisioned_seconds",
 		Help:    "Time from a ProvisioningRequest's creation to Provisioned=True, by class.",
@@ -36,7 +40,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, bookedPodsNotPlaced)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }

@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,43 @@ func TestRestartMidBooking(t *testing.T) {
 	}
 	if n := pr.Annotations[provisioning.AnnotationAttempts]; n != "" {
 		t.Errorf("the restart counted as a failed attempt (%s)", n)
+	}
+}
+
+// TestBookingNotPlacedNamesNodeAndReason: the room the simulation booked is
+// taken before the scheduler places the booking (a pod bound to the node
+// directly, as a kubelet's static pod would be). The attempt is released
+// when the placement timeout ends (and, with noRetry, the request fails);
+// the condition names the booked node and
+// the scheduler's filter verdict there, and the metric counts the pod.
+func TestBookingNotPlacedNamesNodeAndReason(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(1, "4")
+	e.template("default", "workers", "3")
+	e.startProvisioner(func(o *app.Options) { o.PlacementTimeout = 3 * time.Second })
+	before := counterSum(t, "gantry_provisioning_booked_pods_not_placed_total")
+	// noRetry: the failed attempt ends the request, so that no later
+	// attempt's message replaces the one checked here.
+	e.request("default", "squeezed", provv1.ClassCheckCapacity, "workers", 1, map[string]provv1.Parameter{provv1.ParameterNoRetry: "true"})
+	// No scheduler yet: the booking waits to be placed.
+	e.waitCondition("default", "squeezed", provv1.ConditionProvisioned, metav1.ConditionFalse, provisioning.ReasonBooking, util.LongTimeout)
+	rs := e.bookings(e.uid("default", "squeezed"))
+	if len(rs) != 1 {
+		t.Fatalf("%d Reservations, want 1", len(rs))
+	}
+	node := rs[0].Spec.Template.NodeName
+	squatter := wrappers.MakePod("squatter", "default").Requests("cpu", "2").NodeName(node).NoGrace().Obj()
+	if _, err := e.Client.CoreV1().Pods("default").Create(context.Background(), squatter, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.StartScheduler(schedtest.GantryProfile)
+	c := e.waitCondition("default", "squeezed", provv1.ConditionFailed, metav1.ConditionTrue, provv1.ReasonCapacityIsNotFound, util.LongTimeout)
+	t.Logf("after the timeout: %s", c.Message)
+	want := "node " + node + ": Insufficient cpu (NodeResourcesFit)"
+	if !strings.Contains(c.Message, want) {
+		t.Errorf("condition %q does not say %q", c.Message, want)
+	}
+	if got := counterSum(t, "gantry_provisioning_booked_pods_not_placed_total") - before; got < 1 {
+		t.Errorf("booked pods not placed counted %v, want at least 1", got)
 	}
 }

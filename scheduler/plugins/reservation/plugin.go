@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -266,6 +267,26 @@ func bindsFirst(ps []config.Plugin) bool {
 	return len(ps) > 0 && ps[0].Name == Name
 }
 
+// failureMessage is why a reservation could not be placed. A reservation
+// bound for one node (a booking) is told by that node's own filter
+// verdict, "node n1: Insufficient cpu (NodeResourcesFit)", rather than by
+// the count over nodes that were never its to take; anything else by the
+// scheduler's message.
+func failureMessage(node string, status *fwk.Status, fitErr *framework.FitError) string {
+	if node == "" || fitErr == nil || fitErr.Diagnosis.NodeToStatus == nil {
+		return status.Message()
+	}
+	st := fitErr.Diagnosis.NodeToStatus.Get(node)
+	if st == nil || st.IsSuccess() || len(st.Reasons()) == 0 {
+		return status.Message()
+	}
+	msg := "node " + node + ": " + strings.Join(st.Reasons(), ", ")
+	if st.Plugin() != "" {
+		msg += " (" + st.Plugin() + ")"
+	}
+	return msg
+}
+
 // handleFailure is the scheduler's failure handler for reserve pods: a
 // pending reservation goes back to the queue, and the reason is recorded for
 // the status controller. No Pod API object is involved.
@@ -273,15 +294,18 @@ func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler,
 	logger := klog.FromContext(ctx)
 	q := sched.SchedulingQueue
 	uid := podInfo.Pod.UID
-	pod, ok := sh.store.failed(uid, status.Message())
+	var fitErr *framework.FitError
+	if !errors.As(status.AsError(), &fitErr) {
+		fitErr = nil
+	}
+	pod, ok := sh.store.failed(uid, failureMessage(podInfo.Pod.Spec.NodeName, status, fitErr))
 	if !ok {
 		logger.V(2).Info("Reservation is gone or no longer pending; not requeued", "reservation", podInfo.Pod.Name)
 		q.Done(uid)
 		return
 	}
 	logger.V(2).Info("Unable to schedule reservation; waiting", "reservation", podInfo.Pod.Name, "reason", status.Message())
-	var fitErr *framework.FitError
-	if errors.As(status.AsError(), &fitErr) {
+	if fitErr != nil {
 		podInfo.UnschedulablePlugins = fitErr.Diagnosis.UnschedulablePlugins
 		podInfo.PendingPlugins = fitErr.Diagnosis.PendingPlugins
 	}

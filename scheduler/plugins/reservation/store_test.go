@@ -333,3 +333,26 @@ func TestOwnedHintHoldsTheWholePod(t *testing.T) {
 		t.Errorf("ownedHint(non-owner) = %v, %v, %q; want nothing", owns, req, hint)
 	}
 }
+
+// A booking bound for one node is told by that node's verdict; anything
+// else keeps the scheduler's message.
+func TestFailureMessageNamesTheBookedNode(t *testing.T) {
+	statuses := framework.NewDefaultNodeToStatus()
+	statuses.Set("n1", fwk.NewStatus(fwk.Unschedulable, "Insufficient cpu").WithPlugin("NodeResourcesFit"))
+	statuses.Set("n2", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't match the requested node name").WithPlugin("NodeName"))
+	fitErr := &framework.FitError{NumAllNodes: 2, Diagnosis: framework.Diagnosis{NodeToStatus: statuses}}
+	status := fwk.NewStatus(fwk.Unschedulable, fitErr.Error())
+	for _, tc := range []struct {
+		name, node string
+		fitErr     *framework.FitError
+		want       string
+	}{
+		{"booked node", "n1", fitErr, "node n1: Insufficient cpu (NodeResourcesFit)"},
+		{"any node", "", fitErr, status.Message()},
+		{"no diagnosis", "n1", nil, status.Message()},
+	} {
+		if got := failureMessage(tc.node, status, tc.fitErr); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
