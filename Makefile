@@ -119,16 +119,16 @@ e2e: build kueue
 		--control-plane=$(CONTROL_PLANE)
 
 ## e2e-kind: the node image for this machine's platform, then on kind clusters the smoke,
-## narrowing and MetadataPolicy webhook suites with Gantry's control plane, and the smoke and
-## install (day-2) suites with the stock one (what `make test` runs on kind; `make e2e
-## RUNTIME=kind [CONTROL_PLANE=stock]` runs every suite).
+## narrowing and MetadataPolicy webhook suites with Gantry's control plane, the smoke and install
+## (day-2) suites with the stock one, and with each the kueue suite's specs labelled kind-sample
+## (what `make test` runs on kind; `make e2e RUNTIME=kind [CONTROL_PLANE=stock]` runs every suite).
 e2e-kind: build
 	$(MAKE) node-image PLATFORMS=linux/$$(go env GOARCH)
 	rm -rf $(ARTIFACTS)-kind $(ARTIFACTS)-stock && mkdir -p $(ARTIFACTS)-kind $(ARTIFACTS)-stock
-	$(GINKGO) -v --timeout=40m --label-filter='!latency' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-kind \
-		./e2e/smoke ./e2e/narrowing ./e2e/metadatapolicy/webhook -- --artifacts=$(abspath $(ARTIFACTS))-kind --runtime=kind
-	$(GINKGO) -v --timeout=30m --label-filter='!latency' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-stock \
-		./e2e/smoke ./e2e/install -- --artifacts=$(abspath $(ARTIFACTS))-stock --runtime=kind --control-plane=stock
+	$(GINKGO) -v --timeout=40m --label-filter='!latency && (!kueue || kind-sample)' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-kind \
+		./e2e/smoke ./e2e/narrowing ./e2e/metadatapolicy/webhook ./e2e/kueue -- --artifacts=$(abspath $(ARTIFACTS))-kind --runtime=kind
+	$(GINKGO) -v --timeout=30m --label-filter='!latency && (!kueue || kind-sample)' --junit-report=junit.xml --output-dir=$(ARTIFACTS)-stock \
+		./e2e/smoke ./e2e/install ./e2e/kueue -- --artifacts=$(abspath $(ARTIFACTS))-stock --runtime=kind --control-plane=stock
 
 ## bench-provisioning: gantry-provisioner on a real kube-apiserver with Gantry's scheduler: one
 ## check-capacity request of 1000 pods on 5000 nodes, 100 requests of 10 pods, an atomic scale-up

@@ -90,6 +90,10 @@ const (
 	// LabelKueue marks the specs that drive ProvisioningRequests through
 	// Kueue's own controller.
 	LabelKueue = "kueue"
+	// LabelKindSample marks the specs of a suite that `make e2e-kind` (part
+	// of `make test`) runs on kind with both control planes besides the
+	// suites it runs whole; `make e2e RUNTIME=kind` runs every spec.
+	LabelKindSample = "kind-sample"
 )
 
 // defaultNodes is the node count of a suite's cluster unless the suite or

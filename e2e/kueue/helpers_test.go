@@ -176,6 +176,9 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 	spec := v1.PodSpec{
 		RestartPolicy:     v1.RestartPolicyNever,
 		PriorityClassName: o.priority,
+		// Gantry's scheduler, the one that honours bookings (the second
+		// scheduler on a stock control plane).
+		SchedulerName: wrappers.DefaultSchedulerName,
 		Containers: []v1.Container{{Name: "work", Image: wrappers.PauseImage, Resources: v1.ResourceRequirements{
 			Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(o.cpu), v1.ResourceMemory: resource.MustParse("64Mi")},
 		}}},

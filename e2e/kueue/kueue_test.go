@@ -30,7 +30,7 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		e.leaveNothing()
 	})
 
-	ginkgo.It("admits ten concurrent check-capacity Jobs whose pods finish at once, twice, and ends every booking", func(ctx ginkgo.SpecContext) {
+	ginkgo.It("admits ten concurrent check-capacity Jobs whose pods finish at once, twice, and ends every booking", ginkgo.Label(framework.LabelKindSample), func(ctx ginkgo.SpecContext) {
 		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
 		const jobs = 10
 		for round := range 2 {
@@ -76,7 +76,7 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 	})
 
-	ginkgo.It("admits a Job after a best-effort-atomic scale-up, lands its pods on the new nodes, and removes the nodes with the Job", func(ctx ginkgo.SpecContext) {
+	ginkgo.It("admits a Job after a best-effort-atomic scale-up, lands its pods on the new nodes, and removes the nodes with the Job", ginkgo.Label(framework.LabelKindSample), func(ctx ginkgo.SpecContext) {
 		e.queue(ctx, queueOptions{class: provv1.ClassBestEffortAtomicScaleUp, cpu: "100"})
 		start := time.Now()
 		// A pod of 6 CPUs takes a node of the general group (8 CPUs) alone.

@@ -17,6 +17,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/test/util"
 )
@@ -79,13 +80,17 @@ var _ = framework.Describe("Kueue and gantry-provisioner through restarts", gink
 		e.leaveNothing()
 	})
 
-	ginkgo.It("books every check-capacity Job once and ends every booking while gantry-provisioner, Kueue and kube-scheduler are killed mid-flow", func(ctx ginkgo.SpecContext) {
+	ginkgo.It("books every check-capacity Job once and ends every booking while gantry-provisioner, Kueue and Gantry's scheduler are killed mid-flow", ginkgo.Label(framework.LabelKindSample), func(ctx ginkgo.SpecContext) {
 		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
 		bookings := e.watchBookings(ctx)
 		const jobs = 6
 		var names []string
 		start := time.Now()
-		for i, component := range []string{"gantry-provisioner", kueue.Component, "kube-scheduler"} {
+		scheduler := "kube-scheduler"
+		if framework.TestContext.ControlPlane == cluster.ControlPlaneStock {
+			scheduler = "gantry-scheduler" // the scheduler that honours bookings
+		}
+		for i, component := range []string{"gantry-provisioner", kueue.Component, scheduler} {
 			for j := range jobs / 3 {
 				name := fmt.Sprintf("restart-%d-%d", i, j)
 				e.job(ctx, name, jobOptions{pods: 3, cpu: "100m"})
