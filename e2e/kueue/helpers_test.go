@@ -91,6 +91,8 @@ type queueOptions struct {
 	parameters map[string]any
 	// retry is the config's retryStrategy (nil: Kueue's default).
 	retry map[string]any
+	// podSetUpdates is the config's podSetUpdates (nil: none).
+	podSetUpdates map[string]any
 }
 
 // queue makes, for the spec's namespace, a ResourceFlavor, a
@@ -107,6 +109,9 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	}
 	if o.retry != nil {
 		spec["retryStrategy"] = o.retry
+	}
+	if o.podSetUpdates != nil {
+		spec["podSetUpdates"] = o.podSetUpdates
 	}
 	e.create(ctx, provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
 	e.create(ctx, admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{

@@ -95,4 +95,28 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		gomega.Expect(used).To(gomega.HaveLen(4), "the Job's pods did not take a new node each")
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 	})
+
+	ginkgo.It("passes the scale-up attempt to the Job's pods as a nodeSelector (podSetUpdates), and the pods land on that attempt's nodes", func(ctx ginkgo.SpecContext) {
+		// The request's class detail names its scale-up attempt, and the
+		// nodes of that attempt carry it as a label.
+		e.queue(ctx, queueOptions{class: provv1.ClassBestEffortAtomicScaleUp, cpu: "100", podSetUpdates: map[string]any{
+			"nodeSelector": []any{map[string]any{"key": nodegroups.LabelAttempt, "valueFromProvisioningClassDetail": provisioning.DetailScaleUpAttempt}},
+		}})
+		e.job(ctx, "pinned", jobOptions{pods: 3, cpu: "6"})
+		e.waitJobsComplete(ctx, "pinned")
+		prs := e.requests(ctx)
+		gomega.Expect(prs).To(gomega.HaveLen(1))
+		attempt := string(prs[0].Status.ProvisioningClassDetails[provisioning.DetailScaleUpAttempt])
+		gomega.Expect(attempt).NotTo(gomega.BeEmpty(), "the request names no scale-up attempt: %v", prs[0].Status.ProvisioningClassDetails)
+		pods, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(pods.Items).To(gomega.HaveLen(3))
+		for _, p := range pods.Items {
+			gomega.Expect(p.Spec.NodeSelector).To(gomega.HaveKeyWithValue(nodegroups.LabelAttempt, attempt), "pod %s", p.Name)
+			n, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
+			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelAttempt, attempt), "pod %s on node %s", p.Name, n.Name)
+		}
+		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
 })
