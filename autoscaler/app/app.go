@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
 		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance,
+		NodeGroupBackoff: o.NodeGroupBackoff, MaxNodeGroupBackoff: o.MaxNodeGroupBackoff,
 		NoUpstreamClasses: !o.UpstreamClasses, FinishedRequestTTL: o.FinishedRequestTTL,
 	}
 	synced := &atomic.Bool{}

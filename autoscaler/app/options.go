@@ -51,6 +51,8 @@ type Options struct {
 	ProcessorInstance  string
 	UpstreamClasses    bool
 	FinishedRequestTTL time.Duration
+	// NodeGroupBackoff and MaxNodeGroupBackoff: see provisioning.Reconciler.
+	NodeGroupBackoff, MaxNodeGroupBackoff time.Duration
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -73,6 +75,8 @@ func NewOptions() *Options {
 		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      provisioning.DefaultFinishedRequestTTL,
+		NodeGroupBackoff:        provisioning.DefaultNodeGroupBackoff,
+		MaxNodeGroupBackoff:     provisioning.DefaultMaxNodeGroupBackoff,
 	}
 }
 
@@ -97,5 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
 	fs.StringVar(&o.ProcessorInstance, "check-capacity-processor-instance", o.ProcessorInstance, "serve only the check-capacity requests whose processorInstance parameter is this, and no atomic scale-up request, as cluster-autoscaler's flag of the same name (empty: serve the requests that name no instance)")
 	fs.BoolVar(&o.UpstreamClasses, "serve-upstream-classes", o.UpstreamClasses, "serve the upstream class names (check-capacity.autoscaling.x-k8s.io, best-effort-atomic-scale-up.autoscaling.x-k8s.io and their older names); false leaves them to a cluster-autoscaler running beside, and serves ProvisioningClasses only")
+	fs.DurationVar(&o.NodeGroupBackoff, "initial-node-group-backoff-duration", o.NodeGroupBackoff, "how long a node group whose scale-up failed (nodes not Ready within the provisioning timeout, or refused by the provider) is left out of scale-up plans, as cluster-autoscaler's flag of the same name; doubled after each further failure in a row")
+	fs.DurationVar(&o.MaxNodeGroupBackoff, "max-node-group-backoff-duration", o.MaxNodeGroupBackoff, "the longest a node group is backed off, as cluster-autoscaler's flag of the same name")
 	fs.DurationVar(&o.FinishedRequestTTL, "delete-finished-requests-after", o.FinishedRequestTTL, "delete a ProvisioningRequest this long after it ended (Failed, BookingExpired or CapacityRevoked), as cluster-autoscaler does after 7 days (0: never)")
 }

@@ -25,6 +25,8 @@ func TestOptionsDefaults(t *testing.T) {
 		MaxPodsPerRequest:       5000,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      7 * 24 * time.Hour,
+		NodeGroupBackoff:        5 * time.Minute,
+		MaxNodeGroupBackoff:     30 * time.Minute,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -55,6 +57,8 @@ func TestOptionsFlags(t *testing.T) {
 		"--check-capacity-processor-instance=batch",
 		"--serve-upstream-classes=false",
 		"--delete-finished-requests-after=0s",
+		"--initial-node-group-backoff-duration=10s",
+		"--max-node-group-backoff-duration=1m",
 	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
@@ -76,6 +80,8 @@ func TestOptionsFlags(t *testing.T) {
 		ProcessorInstance:       "batch",
 		UpstreamClasses:         false,
 		FinishedRequestTTL:      0,
+		NodeGroupBackoff:        10 * time.Second,
+		MaxNodeGroupBackoff:     time.Minute,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)

@@ -79,6 +79,13 @@ type Reconciler struct {
 	// FinishedRequestTTL: a request that has ended (Failed, BookingExpired
 	// or CapacityRevoked) is deleted this long after it ended (0: never).
 	FinishedRequestTTL time.Duration
+	// NodeGroupBackoff and MaxNodeGroupBackoff: a node group whose
+	// scale-up failed (nodes not Ready within the provisioning timeout, or
+	// the provider refused to add them) is left out of the plans of every
+	// request for NodeGroupBackoff, doubled after each further failure in
+	// a row up to MaxNodeGroupBackoff (0: DefaultNodeGroupBackoff,
+	// DefaultMaxNodeGroupBackoff).
+	NodeGroupBackoff, MaxNodeGroupBackoff time.Duration
 
 	bookMu sync.Mutex
 	// assumed are Reservations being created that the cache may not show yet.
@@ -90,6 +97,8 @@ type Reconciler struct {
 	active   map[types.UID]int
 	// noRequestIndex: the Reservations in the cache have no IndexRequest.
 	noRequestIndex bool
+	// backoff are the node groups backed off after failed scale-ups.
+	backoff groupBackoff
 }
 
 // DefaultFinishedRequestTTL is the default of

@@ -28,6 +28,10 @@ var (
 		Name: "gantry_provisioning_nodes_rolled_back_total",
 		Help: "Nodes deleted because their scale-up attempt failed or its request was cancelled, by node group.",
 	}, []string{"node_group"})
+	nodeGroupBackoffs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gantry_provisioning_node_group_backoffs_total",
+		Help: "Times a node group was backed off (left out of scale-up plans for a while) after a scale-up of it failed, by node group.",
+	}, []string{"node_group"})
 	bookedPodsNotPlaced = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gantry_provisioning_booked_pods_not_placed_total",
 		Help: "Booked pods the scheduler did not place within the placement timeout although the simulation had found room for them, by class: each such attempt is released and retried; the request's condition names a node and the scheduler's reason.",
@@ -40,7 +44,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, bookedPodsNotPlaced)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, bookedPodsNotPlaced, nodeGroupBackoffs)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }

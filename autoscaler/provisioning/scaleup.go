@@ -106,7 +106,10 @@ func plannedNode(g nodegroups.NodeGroup, seq int) *v1.Node {
 	return n
 }
 
-// groupsOf are the provider's node groups a class may use.
+// groupsOf are the provider's node groups a class may use: in the order
+// the class names them, which is its order of preference (of two groups
+// that need as many new nodes, the plan takes the first), else in the
+// provider's order.
 func (r *Reconciler) groupsOf(c Class) ([]nodegroups.NodeGroup, error) {
 	if r.Provider == nil {
 		return nil, errors.New("the provisioner has no node-group provider configured")
@@ -119,9 +122,9 @@ func (r *Reconciler) groupsOf(c Class) ([]nodegroups.NodeGroup, error) {
 		return all, nil
 	}
 	var out []nodegroups.NodeGroup
-	for _, g := range all {
-		if slices.Contains(c.NodeGroups, g.ID()) {
-			out = append(out, g)
+	for _, id := range c.NodeGroups {
+		if i := slices.IndexFunc(all, func(g nodegroups.NodeGroup) bool { return g.ID() == id }); i >= 0 && !slices.Contains(out, all[i]) {
+			out = append(out, all[i])
 		}
 	}
 	if len(out) == 0 {
@@ -169,6 +172,10 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 		var bestNew []*v1.Node
 		var reasons []string
 		for _, g := range holds[si] {
+			if until, off := r.backoff.until(g.ID(), r.now()); off {
+				reasons = append(reasons, fmt.Sprintf("%s is backed off until %s after a failed scale-up", g.ID(), until.UTC().Format(time.RFC3339)))
+				continue
+			}
 			size, ok := sizes[g.ID()]
 			if !ok {
 				var err error
@@ -293,7 +300,9 @@ func (r *Reconciler) startScaleUp(ctx context.Context, rq *request, existing *si
 		}
 		nodesCreated.WithLabelValues(id).Add(float64(created))
 		if err != nil {
-			return r.attemptFailed(ctx, rq, fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err))
+			why := fmt.Sprintf("adding %d nodes to node group %s failed: %v", plan[id], id, err)
+			r.backOff(ctx, id, why)
+			return r.attemptFailed(ctx, rq, why)
 		}
 		logger.V(2).Info("Scaling up", "nodeGroup", id, "nodes", len(names), "attempt", attempt)
 	}
@@ -326,21 +335,53 @@ func (r *Reconciler) followScaleUp(ctx context.Context, rq *request) (reconcile.
 		return reconcile.Result{}, err
 	}
 	ready := 0
+	readyIn := map[string]int{}
 	for _, n := range nodes {
 		if nodeReady(n) {
 			ready++
+			readyIn[n.Labels[nodegroups.LabelNodeGroup]]++
 		}
 	}
 	want := plan.total()
 	if ready >= want {
+		for id := range plan {
+			r.backoff.succeeded(id)
+		}
 		return r.simulateAndBook(ctx, rq)
 	}
 	waited := r.Clock.Since(started)
 	if waited >= class.ProvisioningTimeout {
-		return r.attemptFailed(ctx, rq,
-			fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout))
+		why := fmt.Sprintf("%d of %d nodes of attempt %s were not Ready within the provisioning timeout (%s)", want-ready, want, attempt, class.ProvisioningTimeout)
+		for _, id := range slices.Sorted(maps.Keys(plan)) {
+			if readyIn[id] < plan[id] {
+				r.backOff(ctx, id, why)
+			}
+		}
+		return r.attemptFailed(ctx, rq, why)
 	}
 	return reconcile.Result{RequeueAfter: min(readinessPoll, class.ProvisioningTimeout-waited)}, nil
+}
+
+// backOff keeps node group id out of every request's plans for a while
+// (groupBackoff) after a scale-up of it failed for why.
+func (r *Reconciler) backOff(ctx context.Context, id, why string) {
+	initial, maxBackoff := r.NodeGroupBackoff, r.MaxNodeGroupBackoff
+	if initial <= 0 {
+		initial = DefaultNodeGroupBackoff
+	}
+	if maxBackoff <= 0 {
+		maxBackoff = DefaultMaxNodeGroupBackoff
+	}
+	until := r.backoff.failed(id, r.now(), initial, max(initial, maxBackoff))
+	nodeGroupBackoffs.WithLabelValues(id).Inc()
+	klog.FromContext(ctx).Info("Backing off node group after a failed scale-up", "nodeGroup", id, "until", until, "reason", why)
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
 
 // rollBackAttempt deletes every node of the request's own attempt through

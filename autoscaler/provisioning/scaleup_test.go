@@ -3,14 +3,17 @@ package provisioning
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
@@ -137,4 +140,55 @@ func FuzzParsePlan(f *testing.F) {
 			t.Fatalf("%q parsed to %v, which reads back as %v, %v", s, p, again, err)
 		}
 	})
+}
+
+// A node group whose scale-up failed is left out of the plans while it is
+// backed off; the next best group takes its place, and once the backoff
+// ends it is planned again.
+func TestPlanScaleUpSkipsBackedOffGroups(t *testing.T) {
+	r := planner(t)
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakePassiveClock(now)
+	r.Clock = clk
+	ctx := context.Background()
+	small := &testGroup{id: "small", max: 100, cpu: "4"}
+	large := &testGroup{id: "large", max: 100, cpu: "16"}
+	sets := []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 16}}
+
+	r.backOff(ctx, "large", "nodes never came up")
+	plan, err := r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large})
+	if err != nil || plan.String() != "small=8" {
+		t.Errorf("large backed off: plan %v, %v; want small=8", plan, err)
+	}
+	// Only the backed-off group could hold them: retried later, not failed.
+	big := []simulator.PodSet{{Name: "w", Pod: cpuPod("8"), Count: 1}}
+	_, err = r.planScaleUp(ctx, simulator.Cluster{}, big, []nodegroups.NodeGroup{small, large})
+	var ex *groupsExhausted
+	if !errors.As(err, &ex) || !strings.Contains(err.Error(), "large is backed off until 2026-11-28T10:05:00Z") {
+		t.Errorf("only a backed-off group fits: %v, want groupsExhausted naming the backoff", err)
+	}
+	clk.SetTime(now.Add(DefaultNodeGroupBackoff))
+	plan, err = r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large})
+	if err != nil || plan.String() != "large=2" {
+		t.Errorf("backoff over: plan %v, %v; want large=2", plan, err)
+	}
+}
+
+func TestGroupBackoffDoublesUpToMax(t *testing.T) {
+	var b groupBackoff
+	now := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	var got []time.Duration
+	for range 4 {
+		got = append(got, b.failed("g", now, time.Minute, 3*time.Minute).Sub(now))
+	}
+	if want := []time.Duration{time.Minute, 2 * time.Minute, 3 * time.Minute, 3 * time.Minute}; !slices.Equal(got, want) {
+		t.Errorf("backoffs %v, want %v", got, want)
+	}
+	b.succeeded("g")
+	if _, off := b.until("g", now); off {
+		t.Error("a group that scaled up is still backed off")
+	}
+	if d := b.failed("g", now, time.Minute, 3*time.Minute).Sub(now); d != time.Minute {
+		t.Errorf("after a success the backoff starts over at %s, want 1m", d)
+	}
 }

@@ -166,6 +166,8 @@ type jobOptions struct {
 	priority string
 	// nodeGroup puts the pods on a node group of the provisioner's.
 	nodeGroup string
+	// tolerate are taint keys the pods tolerate.
+	tolerate []string
 	labels    map[string]string
 }
 
@@ -190,6 +192,9 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 	}
 	if o.nodeGroup != "" {
 		spec.NodeSelector = map[string]string{nodegroups.LabelNodeGroup: o.nodeGroup}
+	}
+	for _, key := range o.tolerate {
+		spec.Tolerations = append(spec.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists})
 	}
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.f.Namespace, Labels: labels},

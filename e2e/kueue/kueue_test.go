@@ -14,10 +14,12 @@ import (
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 var _ = framework.Describe("Kueue's ProvisioningRequest admission check served by gantry-provisioner", ginkgo.Label(framework.LabelKueue), ginkgo.Serial, func() {
@@ -118,5 +120,49 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelAttempt, attempt), "pod %s on node %s", p.Name, n.Name)
 		}
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
+})
+
+var _ = framework.Describe("Kueue's retries of a failed scale-up", ginkgo.Label(framework.LabelKueue), ginkgo.Serial, func() {
+	f := framework.NewFramework("kueue-retry")
+	var e *env
+
+	ginkgo.BeforeEach(func() {
+		e = newEnv(f)
+		e.leaveNothing()
+	})
+
+	ginkgo.It("rolls back an attempt whose node never comes up, fails it, and serves Kueue's next attempt from another node group", func(ctx ginkgo.SpecContext) {
+		// A class that prefers the flaky group (one node of every scale-up
+		// never comes up), then the general one.
+		class := wrappers.MakeProvisioningClass(f.Namespace+"-flaky-first", autoscalingv1alpha1.HandlerAtomicScaleUp).
+			NodeGroups("flaky", "general").ProvisioningTimeout(5 * time.Second)
+		_, err := f.Gantry.AutoscalingV1alpha1().ProvisioningClasses().Create(ctx, class.Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			_ = f.Gantry.AutoscalingV1alpha1().ProvisioningClasses().Delete(ctx, class.Name, metav1.DeleteOptions{})
+		})
+		// noRetry: a failed attempt fails the request, and Kueue retries
+		// with a new one a second later.
+		e.queue(ctx, queueOptions{class: class.Name, cpu: "100",
+			parameters: map[string]any{provv1.ParameterNoRetry: "true"},
+			retry:      map[string]any{"backoffLimitCount": int64(3), "backoffBaseSeconds": int64(1), "backoffMaxSeconds": int64(2)}})
+		failed := e.watchFailures(ctx)
+		start := time.Now()
+		e.job(ctx, "retried", jobOptions{pods: 2, cpu: "6", tolerate: []string{"gantry.dev/failure-injection"}})
+		e.waitJobsComplete(ctx, "retried")
+		ginkgo.GinkgoWriter.Printf("Job complete %s after its creation; failed attempts: %v\n", time.Since(start).Round(time.Millisecond), failed.list())
+		gomega.Expect(failed.list()).To(gomega.ContainElement(gomega.ContainSubstring("were not Ready within the provisioning timeout")),
+			"no attempt failed for the flaky group's node")
+		pods, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		for _, p := range pods.Items {
+			n, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
+			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelNodeGroup, "general"), "pod %s", p.Name)
+		}
+		nodes, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodegroups.LabelNodeGroup + "=flaky"})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(nodes.Items).To(gomega.BeEmpty(), "the failed attempt's nodes were not rolled back")
 	})
 })

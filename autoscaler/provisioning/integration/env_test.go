@@ -167,6 +167,10 @@ func (e *env) withNodeGroups(o *app.Options) {
 	}
 	o.NodeGroupProvider, o.NodeGroupConfig = "kwok", path
 	o.ScaleDownUnneededTime, o.ScaleDownInterval, o.ScaleDownTaintGrace = 2*time.Second, 500*time.Millisecond, 500*time.Millisecond
+	// Each test's class names the groups it may use: a failed group is
+	// retried at once (the unit tests and the kueue e2e suite test the
+	// backoff).
+	o.NodeGroupBackoff, o.MaxNodeGroupBackoff = time.Millisecond, time.Millisecond
 }
 
 // startKubelet stands in for the kwok controller and the node lifecycle

@@ -74,8 +74,9 @@ type ProvisioningClassSpec struct {
 	// +optional
 	Backoff *Backoff `json:"backoff,omitempty"`
 
-	// NodeGroups the handler may add nodes to (atomic-scale-up); empty:
-	// every node group of the provisioner.
+	// NodeGroups the handler may add nodes to (atomic-scale-up), in order
+	// of preference: of two groups that need as many new nodes, a plan
+	// takes the first. Empty: every node group of the provisioner.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=set
 	// +optional

@@ -26,3 +26,10 @@ const NodeGroups = `nodeGroups:
 // be unneeded before a development cluster removes it (production's default
 // is 10m; these clusters are for trying things out and for e2e tests).
 const ScaleDownUnneededTime = 20 * time.Second
+
+// NodeGroupBackoff is how long gantry-provisioner of a development cluster
+// leaves a node group out of its plans after a scale-up of it failed
+// (production's default is 5m, doubling up to 30m): long enough for a
+// client's next attempt to go elsewhere, short enough for the next test
+// to use the group again.
+const NodeGroupBackoff = 10 * time.Second

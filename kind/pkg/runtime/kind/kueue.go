@@ -17,7 +17,7 @@ import (
 // Kueue's manager runs as Kueue's own manifests run it, a Deployment of
 // the image `make images` built (preloaded in the node image), pinned to
 // the control-plane node like Gantry's workloads so that its logs and
-// restarts go through that node. The file kueue in the runtime's directory
+// restarts go through that node. The file kueue-version in the runtime's directory
 // says the cluster has it.
 
 var _ cluster.KueueRunner = &Runtime{}
@@ -25,7 +25,7 @@ var _ cluster.KueueRunner = &Runtime{}
 // kueueComponent is Kueue's manager among the components.
 var kueueComponent = component{name: kueue.Component, container: "manager"}
 
-func (r *Runtime) kueueFile() string { return filepath.Join(r.dir(), "kueue") }
+func (r *Runtime) kueueFile() string { return filepath.Join(r.dir(), "kueue-version") }
 
 func (r *Runtime) hasKueue() bool {
 	_, err := os.Stat(r.kueueFile())

@@ -167,7 +167,9 @@ patches:
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-unneeded-time=%s}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --scale-down-interval=2s}
-`, schedulerConfigMap, workloadsNamespace, cluster.ScaleDownUnneededTime)
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --initial-node-group-backoff-duration=%s}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --max-node-group-backoff-duration=%s}
+`, schedulerConfigMap, workloadsNamespace, cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
 	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", addons), b.String(), files)
 }
 

@@ -241,8 +241,10 @@ components:
   - --node-group-config=%s
   - --scale-down-unneeded-time=%s
   - --scale-down-interval=2s
+  - --initial-node-group-backoff-duration=%s
+  - --max-node-group-backoff-duration=%s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
-		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime)
+		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
 	if err := os.MkdirAll(r.o.WorkDir, 0o755); err != nil {
 		return "", err
 	}
