@@ -168,7 +168,7 @@ type jobOptions struct {
 	nodeGroup string
 	// tolerate are taint keys the pods tolerate.
 	tolerate []string
-	labels    map[string]string
+	labels   map[string]string
 }
 
 // job creates a Job in the suite's LocalQueue: Kueue's webhook suspends it
