@@ -31,13 +31,12 @@ import (
 // Kueue's API, v1beta2, through the dynamic client: the suite does not
 // link Kueue's Go types (another Kubernetes release's modules).
 var (
-	resourceFlavors       = kueueGVR("resourceflavors")
-	clusterQueues         = kueueGVR("clusterqueues")
-	localQueues           = kueueGVR("localqueues")
-	admissionChecks       = kueueGVR("admissionchecks")
-	provisioningConfigs   = kueueGVR("provisioningrequestconfigs")
-	workloads             = kueueGVR("workloads")
-	workloadPriorityClass = kueueGVR("workloadpriorityclasses")
+	resourceFlavors     = kueueGVR("resourceflavors")
+	clusterQueues       = kueueGVR("clusterqueues")
+	localQueues         = kueueGVR("localqueues")
+	admissionChecks     = kueueGVR("admissionchecks")
+	provisioningConfigs = kueueGVR("provisioningrequestconfigs")
+	workloads           = kueueGVR("workloads")
 )
 
 func kueueGVR(resource string) schema.GroupVersionResource {
