@@ -87,24 +87,29 @@ func (r *Runtime) RunKueue(ctx context.Context, cfg *rest.Config, m kueue.Module
 	if err := r.writeKueueConfig(cm, settings); err != nil {
 		return "", err
 	}
-	if alive(r.pidFile(kueue.Component)) {
-		return fmt.Sprintf("already running; webhooks on %s", settings.webhookAddress()), nil
+	how := "already running"
+	if !alive(r.pidFile(kueue.Component)) {
+		if err := r.startKueue(); err != nil {
+			return "", err
+		}
+		how = "manager started"
 	}
-	if err := r.startKueue(); err != nil {
-		return "", err
-	}
+	// Again on every up: a certificate Kueue renewed since reaches the
+	// manager, which reloads changed files.
 	if err := r.mountKueueCerts(ctx, cfg); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("manager started, webhooks on %s", settings.webhookAddress()), nil
+	return fmt.Sprintf("%s, webhooks on %s", how, settings.webhookAddress()), nil
 }
 
 // mountKueueCerts does for the local manager what the kubelet does for
 // Kueue's pod, which mounts the Secret of its webhook certificate: it waits
 // for Kueue to write the Secret and copies its keys into the certificate
 // directory, where Kueue waits for them before it serves. A manager
-// restarted later finds them there. (Kueue renews the certificate a year
-// before its ten years end; a local cluster does not live that long.)
+// restarted later finds them there. Kueue's serving certificate is valid
+// for a year and renewed 90 days before it ends (cert-controller's
+// defaults); `up` copies it again, so a cluster that lives that long gets
+// the renewed one with `make up KUEUE=1`.
 func (r *Runtime) mountKueueCerts(ctx context.Context, cfg *rest.Config) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
