@@ -172,7 +172,7 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 		var bestNew []*v1.Node
 		var reasons []string
 		for _, g := range holds[si] {
-			if until, off := r.backoff.until(g.ID(), r.now()); off {
+			if until, off := r.backoff.until(g.ID(), r.Clock.Now()); off {
 				reasons = append(reasons, fmt.Sprintf("%s is backed off until %s after a failed scale-up", g.ID(), until.UTC().Format(time.RFC3339)))
 				continue
 			}
@@ -372,16 +372,9 @@ func (r *Reconciler) backOff(ctx context.Context, id, why string) {
 	if maxBackoff <= 0 {
 		maxBackoff = DefaultMaxNodeGroupBackoff
 	}
-	until := r.backoff.failed(id, r.now(), initial, max(initial, maxBackoff))
+	until := r.backoff.failed(id, r.Clock.Now(), initial, max(initial, maxBackoff))
 	nodeGroupBackoffs.WithLabelValues(id).Inc()
 	klog.FromContext(ctx).Info("Backing off node group after a failed scale-up", "nodeGroup", id, "until", until, "reason", why)
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Clock == nil {
-		return time.Now()
-	}
-	return r.Clock.Now()
 }
 
 // rollBackAttempt deletes every node of the request's own attempt through

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -54,7 +55,7 @@ func planner(t *testing.T) *Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Reconciler{Simulator: sim}
+	return &Reconciler{Simulator: sim, Clock: clock.RealClock{}}
 }
 
 func cpuPod(cpu string) *v1.Pod {

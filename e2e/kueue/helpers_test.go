@@ -139,23 +139,14 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 
 // conditionStatus is the status of obj's condition typ, or "".
 func conditionStatus(obj *unstructured.Unstructured, typ string) string {
-	c := condition(obj, typ)
-	if c == nil {
-		return ""
-	}
-	s, _ := c["status"].(string)
-	return s
-}
-
-func condition(obj *unstructured.Unstructured, typ string) map[string]any {
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == typ {
-			return m
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
 		}
 	}
-	return nil
+	return ""
 }
 
 // jobOptions shape a Job.
