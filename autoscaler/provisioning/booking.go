@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	quotav1 "k8s.io/apiserver/pkg/quota/v1"
@@ -335,15 +336,17 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error
 	if err != nil {
 		return err
 	}
-	return quota.CheckRequest(qs, quota.Demands(rq.sets), existing, heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
+	return quota.CheckRequest(qs, quota.Demands(rq.sets), existing, r.heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
 }
 
 // heldBookings are the pods that the bookings of namespace's requests but
 // the one of uid hold room for and that have not come yet, one demand per
 // Reservation. Reservations are cluster-scoped and written by the
 // provisioner only, so their request annotation and requests are not the
-// tenant's to change.
-func heldBookings(rs []schedv1alpha1.Reservation, namespace string, uid types.UID) []quota.Demand {
+// tenant's to change. A pod that came counts no more, recorded as an owner
+// or not (cameTo): a running one is in the quota's used already, a
+// finished one holds nothing.
+func (r *Reconciler) heldBookings(rs []schedv1alpha1.Reservation, namespace string, uid types.UID) []quota.Demand {
 	var out []quota.Demand
 	for i := range rs {
 		res := &rs[i]
@@ -351,13 +354,15 @@ func heldBookings(rs []schedv1alpha1.Reservation, namespace string, uid types.UI
 		if !ok || ns != namespace || res.Labels[LabelRequestUID] == string(uid) {
 			continue
 		}
-		pods := BookedPods(res)
+		booked := BookedPods(res)
+		pods := booked
 		requests := res.Spec.Template.Requests
 		switch res.Status.Phase {
 		case schedv1alpha1.ReservationAvailable:
-			// The pods that came are in the quota's used already.
-			pods -= min(len(res.Status.CurrentOwners), pods)
-			requests = quotav1.RemoveZeros(quotav1.SubtractWithNonNegativeResult(requests, res.Status.Allocated))
+			pods -= r.cameTo(res)
+			requests = quotav1.SubtractWithNonNegativeResult(requests, res.Status.Allocated)
+			// Pods that came unrecorded are not in status.allocated.
+			requests = capToShare(requests, res.Spec.Template.Requests, pods, booked)
 		case "", schedv1alpha1.ReservationPending:
 		default:
 			continue // ended: it holds nothing
@@ -368,6 +373,21 @@ func heldBookings(rs []schedv1alpha1.Reservation, namespace string, uid types.UI
 		out = append(out, quota.Held(namespace, res.Name, requests, pods))
 	}
 	return out
+}
+
+// capToShare caps each quantity of held at what n of total identical
+// pods request, when all of them together request all.
+func capToShare(held, all v1.ResourceList, n, total int) v1.ResourceList {
+	out := make(v1.ResourceList, len(held))
+	for name, q := range held {
+		a := all[name]
+		share := resource.NewMilliQuantity(a.MilliValue()*int64(max(n, 0))/int64(total), a.Format)
+		if share.Cmp(q) < 0 {
+			q = *share
+		}
+		out[name] = q
+	}
+	return quotav1.RemoveZeros(out)
 }
 
 // createConcurrency bounds the Reservation creates in flight for a booking.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -177,7 +178,7 @@ func TestCheckQuotaCountsBookings(t *testing.T) {
 	ended.Status.Phase = schedv1alpha1.ReservationFailed
 	own := bookingFor(self, 0, 0, pod, "n1", 6, c)
 	theirs := bookingFor(elsewhere, 0, 0, pod, "n1", 7, c)
-	held := heldBookings([]schedv1alpha1.Reservation{*pending, *available, *ended, *own, *theirs}, "ns", self.UID)
+	held := (&Reconciler{}).heldBookings([]schedv1alpha1.Reservation{*pending, *available, *ended, *own, *theirs}, "ns", self.UID)
 
 	hard := v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10"), v1.ResourcePods: resource.MustParse("10")}
 	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"},
@@ -200,4 +201,53 @@ func TestCheckQuotaCountsBookings(t *testing.T) {
 	if err := quota.Check([]*v1.ResourceQuota{q}, want(4), nil); err != nil {
 		t.Errorf("4 pods on top of 1 used, no bookings, limit 10: %v", err)
 	}
+}
+
+// TestCheckQuotaForgetsPodsThatCameUnrecorded: the pods bound into a
+// booking that its status does not record (they finished before the
+// scheduler's status controller saw them) count as come: the booking holds
+// room for the others only. Before the fix it held room for every pod but
+// the recorded owner, so a namespace of short batch Jobs was refused quota
+// that nothing used.
+func TestCheckQuotaForgetsPodsThatCameUnrecorded(t *testing.T) {
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	pod := wrappers.MakePod("p", "ns").Requests("cpu", "1").Obj()
+	first := wrappers.MakeProvisioningRequest("first", "ns", provv1.ClassCheckCapacity).UID("u1").Obj()
+	self := wrappers.MakeProvisioningRequest("self", "ns", provv1.ClassCheckCapacity).UID("u2").Obj()
+	res := bookingFor(first, 0, 0, pod, "n1", 4, c)
+	res.UID = "res-1"
+	res.Status.Phase, res.Status.NodeName = schedv1alpha1.ReservationAvailable, "n1"
+	recorded := boundInto(t, "p0", "ns", "n1", first.Name, res)
+	res.Status.CurrentOwners = []v1.ObjectReference{{Kind: "Pod", Namespace: "ns", Name: recorded.Name, UID: recorded.UID}}
+	res.Status.Allocated = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
+	r := &Reconciler{PodInformer: informer}
+	for _, p := range []*v1.Pod{recorded, boundInto(t, "p1", "ns", "n1", first.Name, res), boundInto(t, "p2", "ns", "n1", first.Name, res)} {
+		if err := informer.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := r.heldBookings([]schedv1alpha1.Reservation{*res}, "ns", self.UID)
+	if len(held) != 1 || held[0].Pods != 1 {
+		t.Fatalf("held %s, want 1 demand of 1 pod (4 booked, 3 came)", describeHeld(held))
+	}
+	if got := held[0].Pod.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; got.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("held cpu %s, want 1 (one pod's)", got.String())
+	}
+
+	if err := informer.GetIndexer().Add(boundInto(t, "p3", "ns", "n1", first.Name, res)); err != nil {
+		t.Fatal(err)
+	}
+	if held := r.heldBookings([]schedv1alpha1.Reservation{*res}, "ns", self.UID); len(held) != 0 {
+		t.Errorf("held %s once every booked pod came, want nothing", describeHeld(held))
+	}
+}
+
+func describeHeld(held []quota.Demand) string {
+	var b strings.Builder
+	for _, d := range held {
+		fmt.Fprintf(&b, "[%s: %d pods, %v] ", d.Pod.Name, d.Pods, d.Pod.Spec.Containers[0].Resources.Requests)
+	}
+	return b.String()
 }
