@@ -18,6 +18,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
+GANTRY_ROOT="${root}"
+source "${root}/hack/lib.sh"
 cd "${root}"
 out="${GANTRY_BIN_DIR:-${root}/_output/bin}"
 build_set="${GANTRY_BUILD_SET:-all}"
@@ -147,6 +149,11 @@ step "${kwok_cmds[*]##*/} (${kwok_version})"
   go build -ldflags "-s -w -X 'sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}' -X 'sigs.k8s.io/kwok/pkg/consts.KubeVersion=${k8s_version#v}'" \
     -o "${out}/" "${kwok_cmds[@]}"
 )
+if [[ "${build_set}" == all ]]; then
+  # The stages the local cluster's kwok plays (the kwok image holds the same,
+  # hack/images.sh).
+  gantry::kwok_stages "${out}/kwok-stages.yaml"
+fi
 
 if [[ "${build_set}" == images ]]; then
   coredns_version="$(cd hack/tools/images && go list -m -f '{{.Version}}' github.com/coredns/coredns)"

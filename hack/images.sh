@@ -50,31 +50,13 @@ if [[ "$(kubeadm_constant CoreDNSVersion)" != "${coredns_version}" ]]; then
   exit 1
 fi
 
-kwok_dir="$(cd hack/tools && gantry::module_dir sigs.k8s.io/kwok)"
-# kwok's own "fast" stages, read from the pinned module: the kwok image runs
-# them (--config=/etc/kwok/stages.yaml), as kwok has none built in.
-kwok_stages=(
-  kustomize/stage/node/fast/node-initialize.yaml
-  kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
-  kustomize/stage/pod/fast/pod-ready.yaml
-  kustomize/stage/pod/fast/pod-complete.yaml
-  kustomize/stage/pod/fast/pod-delete.yaml
-)
-# write_kwok_stages <rootfs dir> writes <dir>/etc/kwok/stages.yaml.
+# write_kwok_stages <rootfs dir> writes <dir>/etc/kwok/stages.yaml: the kwok
+# image runs them (--config=/etc/kwok/stages.yaml), as kwok has none built in.
 write_kwok_stages() {
-  local dir="$1" f first=1
-  for f in "${kwok_stages[@]}"; do
-    [[ -f "${kwok_dir}/${f}" ]] || { echo "kwok stage ${f} missing from sigs.k8s.io/kwok@${kwok_version} (${kwok_dir:-no module dir})" >&2; exit 1; }
-  done
+  local dir="$1"
   rm -rf "${dir}"
   install -d -m 0755 "${dir}" "${dir}/etc" "${dir}/etc/kwok"
-  {
-    for f in "${kwok_stages[@]}"; do
-      ((first)) || echo '---'
-      first=0
-      cat "${kwok_dir}/${f}"
-    done
-  } > "${dir}/etc/kwok/stages.yaml"
+  gantry::kwok_stages "${dir}/etc/kwok/stages.yaml"
   chmod 0644 "${dir}/etc/kwok/stages.yaml"
 }
 

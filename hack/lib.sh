@@ -12,6 +12,34 @@ gantry::k8s_version() { go list -m -f '{{.Version}}' k8s.io/kubernetes | sed 's/
 # nothing for a module not yet in the cache, as on a fresh machine.
 gantry::module_dir() { go mod download -json "$1" | sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p'; }
 
+# gantry::kwok_stages <file> writes the stages every kwok controller of
+# Gantry's runs: kwok's own fast node and pod stages, read from the module
+# hack/tools pins (kwok has none built in, and kwokctl drops its defaults
+# once it is given any), then Gantry's (kind/config/kwok/stages.yaml).
+gantry::kwok_stages() {
+  local file="$1" dir f first=1
+  local stages=(
+    kustomize/stage/node/fast/node-initialize.yaml
+    kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+    kustomize/stage/pod/fast/pod-ready.yaml
+    kustomize/stage/pod/fast/pod-complete.yaml
+    kustomize/stage/pod/fast/pod-delete.yaml
+  )
+  dir="$(cd "${GANTRY_ROOT}/hack/tools" && gantry::module_dir sigs.k8s.io/kwok)"
+  for f in "${stages[@]}"; do
+    [[ -f "${dir}/${f}" ]] || { echo "kwok stage ${f} missing from sigs.k8s.io/kwok (${dir:-no module dir})" >&2; return 1; }
+  done
+  {
+    for f in "${stages[@]}"; do
+      ((first)) || echo '---'
+      first=0
+      cat "${dir}/${f}"
+    done
+    echo '---'
+    cat "${GANTRY_ROOT}/kind/config/kwok/stages.yaml"
+  } >"${file}"
+}
+
 # gantry::generate_crds regenerates, in the checkout at GANTRY_ROOT, the
 # deepcopy code next to the API types under crds/ and the CRD YAML in
 # crds/manifests (stale files removed), with a kustomization listing them.

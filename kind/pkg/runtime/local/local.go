@@ -214,7 +214,7 @@ func (r *Runtime) Create(ctx context.Context) error {
 // writeComponentsConfig writes the kwokctl configuration that adds Gantry's
 // own components to the cluster: gantry-provisioner, simulating with the
 // cluster scheduler's configuration, leader elected as in production,
-// scaling the kwok node groups of NodeGroups.
+// scaling the kwok node groups of NodeGroups; and the stages kwok plays.
 func (r *Runtime) writeComponentsConfig() (string, error) {
 	schedulerConfig := ""
 	if r.o.SchedulerConfig != "" {
@@ -245,6 +245,13 @@ components:
   - --max-node-group-backoff-duration=%s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
 		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
+	// kwokctl plays the stages it is given instead of its own: the build's
+	// (hack/build.sh), kwok's fast ones and Gantry's, as in the kwok image.
+	stages, err := os.ReadFile(r.bin("kwok-stages.yaml"))
+	if err != nil {
+		return "", fmt.Errorf("kwok's stages (written by make build): %w", err)
+	}
+	config += "---\n" + string(stages)
 	if err := os.MkdirAll(r.o.WorkDir, 0o755); err != nil {
 		return "", err
 	}
