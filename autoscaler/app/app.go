@@ -164,6 +164,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		// start with the provisioner).
 		return nil, err
 	}
+	// Kueue's Workloads, whose evictions end their requests' bookings:
+	// watched once Kueue's API is served, whenever it is installed.
+	workloads := &crdWaiter{discovery: client.Discovery(), setup: func() error { return r.SetupWorkloadsWithManager(mgr) },
+		required: []schema.GroupVersionResource{provisioning.WorkloadGVK.GroupVersion().WithResource("workloads")}, optional: true}
+	if err := mgr.Add(workloads); err != nil {
+		return nil, err
+	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
 		if err := mgr.Add(&scaledown.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {
 			return nil, err
@@ -201,14 +208,23 @@ var crdInterval, discoveryRetry = 10 * time.Second, time.Second
 type crdWaiter struct {
 	discovery discovery.DiscoveryInterface
 	setup     func() error
+	// required are the resources it waits for (nil: requiredCRDs).
+	required []schema.GroupVersionResource
+	// optional: another project's API (Kueue's), whose absence is no
+	// error; it is waited for all the same, as it may be installed later.
+	optional bool
 	// waiting are the CRDs last found missing.
 	waiting []string
 }
 
 // missing names the required resources the API server does not serve.
 func (c *crdWaiter) missing() ([]string, error) {
+	required := c.required
+	if required == nil {
+		required = requiredCRDs
+	}
 	var out []string
-	for _, gvr := range requiredCRDs {
+	for _, gvr := range required {
 		list, err := c.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 		if apierrors.IsNotFound(err) {
 			out = append(out, gvr.GroupResource().String())
@@ -238,9 +254,14 @@ func (c *crdWaiter) Start(ctx context.Context) error {
 			wait = discoveryRetry
 		case len(missing) == 0:
 			if c.waiting != nil {
-				logger.Info("CRDs installed: serving ProvisioningRequests")
+				logger.Info("CRDs installed", "resources", c.waiting)
 			}
 			return c.setup()
+		case c.optional:
+			if c.waiting == nil {
+				logger.V(1).Info("Not watching an optional API until it is served", "missing", missing)
+				c.waiting = missing
+			}
 		case !slices.Equal(missing, c.waiting):
 			logger.Error(nil, "Not serving ProvisioningRequests: CRDs not installed (kubectl apply --server-side -k crds/manifests, or an overlay of config/); waiting for them", "missing", missing)
 			c.waiting = missing

@@ -53,6 +53,9 @@ const (
 	// ReasonCapacityBookingConsumed (BookingExpired): every pod of the
 	// request came to its booking (cluster-autoscaler's reason).
 	ReasonCapacityBookingConsumed = "CapacityBookingConsumed"
+	// ReasonWorkloadEvicted (BookingExpired): Kueue evicted the workload
+	// the request was made for before all its pods came (kueue.go).
+	ReasonWorkloadEvicted = "WorkloadEvicted"
 	// ReasonCapacityRevoked (CapacityRevoked): booked capacity went away
 	// and could not be booked again (rebook.go).
 	ReasonCapacityRevoked = "CapacityRevoked"

@@ -99,6 +99,8 @@ type Reconciler struct {
 	noRequestIndex bool
 	// backoff are the node groups backed off after failed scale-ups.
 	backoff groupBackoff
+	// kueue is the watch of Kueue's Workloads (kueue.go).
+	kueue kueueWatch
 }
 
 // DefaultFinishedRequestTTL is the default of
@@ -111,7 +113,8 @@ const DefaultFinishedRequestTTL = 7 * 24 * time.Hour
 const Workers = 4
 
 // SetupWithManager registers the controller: it watches requests, their
-// bookings, classes, PodTemplates and, with PodInformer, the pods bound
+// bookings, classes, PodTemplates, evicted Kueue Workloads (once
+// SetupWorkloadsWithManager has run) and, with PodInformer, the pods bound
 // into bookings.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest); err != nil {
@@ -132,7 +135,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 		})).
 		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
-		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace))
+		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace)).
+		WatchesRawSource(source.Channel(r.kueue.channel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
 	if r.PodInformer != nil {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {

@@ -195,6 +195,10 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 		msg := fmt.Sprintf("all %d pods of the request came to their booking", st.consumed)
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
 	}
+	if why := r.evictedWorkload(ctx, pr); why != "" {
+		msg := fmt.Sprintf("%s; the booking of its %d pods that had not come is released", why, st.total-st.consumed)
+		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonWorkloadEvicted, v1.EventTypeNormal, msg)
+	}
 	return reconcile.Result{}, nil
 }
 
