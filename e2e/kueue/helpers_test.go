@@ -37,6 +37,7 @@ var (
 	admissionChecks     = kueueGVR("admissionchecks")
 	provisioningConfigs = kueueGVR("provisioningrequestconfigs")
 	workloads           = kueueGVR("workloads")
+	workloadPriorities  = kueueGVR("workloadpriorityclasses")
 )
 
 func kueueGVR(resource string) schema.GroupVersionResource {
@@ -51,6 +52,13 @@ const (
 	provisioningController = "kueue.x-k8s.io/provisioning-request"
 	// localQueueName is the LocalQueue of the spec's namespace.
 	localQueueName = "queue"
+	// workloadPriorityLabel names a Job's WorkloadPriorityClass.
+	workloadPriorityLabel = "kueue.x-k8s.io/priority-class"
+	// holdGate is the scheduling gate of jobOptions.gate.
+	holdGate = "e2e.gantry.dev/hold"
+	// The annotations of Gantry's kwok stages (kind/config/kwok/stages.yaml).
+	annotationRunFor           = "kwok.gantry.dev/run-for"
+	annotationFailFirstAttempt = "kwok.gantry.dev/fail-first-attempt"
 )
 
 // env is what the specs act through.
@@ -92,6 +100,9 @@ type queueOptions struct {
 	retry map[string]any
 	// podSetUpdates is the config's podSetUpdates (nil: none).
 	podSetUpdates map[string]any
+	// preemption is the ClusterQueue's preemption (nil: Kueue's default,
+	// none).
+	preemption map[string]any
 }
 
 // queue makes, for the spec's namespace, a ResourceFlavor, a
@@ -117,7 +128,7 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 		"controllerName": provisioningController,
 		"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name},
 	}})
-	e.create(ctx, clusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name}, "spec": map[string]any{
+	cq := map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name}, "spec": map[string]any{
 		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": e.f.Namespace}},
 		"resourceGroups": []any{map[string]any{
 			"coveredResources": []any{"cpu", "memory"},
@@ -127,7 +138,11 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 			}}},
 		}},
 		"admissionChecksStrategy": map[string]any{"admissionChecks": []any{map[string]any{"name": name}}},
-	}})
+	}}
+	if o.preemption != nil {
+		_ = unstructured.SetNestedMap(cq, o.preemption, "spec", "preemption")
+	}
+	e.create(ctx, clusterQueues, cq)
 	e.create(ctx, localQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": e.f.Namespace},
 		"spec": map[string]any{"clusterQueue": name}})
 	framework.Eventually(ctx, func(g gomega.Gomega) {
@@ -159,11 +174,23 @@ type jobOptions struct {
 	// tolerate are taint keys the pods tolerate.
 	tolerate []string
 	labels   map[string]string
+	// runFor is how long each pod runs before it succeeds (kwok's stage
+	// gantry-pod-run-for); zero: it completes at once.
+	runFor time.Duration
+	// workloadPriority names the Job's WorkloadPriorityClass.
+	workloadPriority string
+	// gate holds the Job's pods back from the scheduler: a scheduling gate
+	// nobody removes.
+	gate bool
+	// failFirstAttempt makes the Job Indexed with a backoff limit of one
+	// per index, and fails the first pod of every index (kwok's stage
+	// gantry-pod-fail-first-attempt): the Job controller replaces each.
+	failFirstAttempt bool
 }
 
 // job creates a Job in the suite's LocalQueue: Kueue's webhook suspends it
 // until its workload is admitted. kwok completes a Job's pods about a
-// second after they start.
+// second after they start, unless o says otherwise (kind/config/kwok/stages.yaml).
 func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 	ginkgo.GinkgoHelper()
 	labels := map[string]string{queueLabel: localQueueName}
@@ -183,6 +210,12 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 	if o.nodeGroup != "" {
 		spec.NodeSelector = map[string]string{nodegroups.LabelNodeGroup: o.nodeGroup}
 	}
+	if o.workloadPriority != "" {
+		labels[workloadPriorityLabel] = o.workloadPriority
+	}
+	if o.gate {
+		spec.SchedulingGates = []v1.PodSchedulingGate{{Name: holdGate}}
+	}
 	for _, key := range o.tolerate {
 		spec.Tolerations = append(spec.Tolerations, v1.Toleration{Key: key, Operator: v1.TolerationOpExists})
 	}
@@ -192,6 +225,17 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 			Parallelism: ptr.To(o.pods), Completions: ptr.To(o.pods), BackoffLimit: ptr.To[int32](3),
 			Template: v1.PodTemplateSpec{Spec: spec},
 		},
+	}
+	if o.runFor > 0 {
+		j.Spec.Template.Annotations = map[string]string{annotationRunFor: o.runFor.String()}
+	}
+	if o.failFirstAttempt {
+		// The Job controller counts an index's failures in an annotation
+		// of its pods only with a backoff limit per index.
+		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+		j.Spec.BackoffLimit = nil
+		j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
+		j.Spec.Template.Annotations = map[string]string{annotationFailFirstAttempt: "true"}
 	}
 	created, err := e.f.Client.BatchV1().Jobs(e.f.Namespace).Create(ctx, j, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -307,4 +351,26 @@ func (e *env) leaveNothing() {
 		}).Should(gomega.Succeed())
 		ginkgo.GinkgoWriter.Printf("requests, Reservations and the provisioner's nodes gone %s after the Jobs were deleted\n", time.Since(start).Round(time.Millisecond))
 	})
+}
+
+// workloadPriorityClass creates a WorkloadPriorityClass of value for the
+// spec and returns its name.
+func (e *env) workloadPriorityClass(ctx context.Context, suffix string, value int64) string {
+	ginkgo.GinkgoHelper()
+	name := e.f.Namespace + "-" + suffix
+	e.create(ctx, workloadPriorities, map[string]any{"kind": "WorkloadPriorityClass", "metadata": map[string]any{"name": name}, "value": value})
+	return name
+}
+
+// workloadOf is the Workload of a Job.
+func (e *env) workloadOf(ctx context.Context, job string) *unstructured.Unstructured {
+	ginkgo.GinkgoHelper()
+	list, err := e.dyn.Resource(workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	for i := range list.Items {
+		if ownedBy(&list.Items[i], "Job", job) {
+			return &list.Items[i]
+		}
+	}
+	return nil
 }

@@ -8,7 +8,9 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -49,6 +51,81 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		}
 	})
 
+	ginkgo.It("admits check-capacity Jobs whose pods run for a while, and ends their bookings while the pods still run", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
+		const jobs, pods = 3, 2
+		var names []string
+		for i := range jobs {
+			name := fmt.Sprintf("long-%d", i)
+			e.job(ctx, name, jobOptions{pods: pods, cpu: "100m", runFor: 20 * time.Second})
+			names = append(names, name)
+		}
+		// A booking ends once its pods have come, not when they finish.
+		e.expectBookingsEnded(ctx, jobs, provisioning.ReasonCapacityBookingConsumed)
+		list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(list.Items).To(gomega.HaveLen(jobs * pods))
+		for _, p := range list.Items {
+			gomega.Expect(p.Status.Phase).To(gomega.Equal(v1.PodRunning), "pod %s on %s", p.Name, p.Spec.NodeName)
+		}
+		e.waitJobsComplete(ctx, names...)
+	})
+
+	ginkgo.It("admits a check-capacity Job whose pods fail and are replaced, and ends its booking once", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
+		const pods = 3
+		e.job(ctx, "failing", jobOptions{pods: pods, cpu: "100m", failFirstAttempt: true})
+		e.waitJobsComplete(ctx, "failing")
+		list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		phases := map[v1.PodPhase]int{}
+		for _, p := range list.Items {
+			phases[p.Status.Phase]++
+		}
+		gomega.Expect(phases).To(gomega.Equal(map[v1.PodPhase]int{v1.PodFailed: pods, v1.PodSucceeded: pods}),
+			"every index failed once, then its replacement succeeded")
+		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
+
+	ginkgo.It("releases the booking of a workload Kueue preempts before its pods came, and admits the workload that preempted it", func(ctx ginkgo.SpecContext) {
+		// Room for one of the two Jobs in the ClusterQueue's quota; the
+		// higher WorkloadPriorityClass preempts the lower.
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "1",
+			preemption: map[string]any{"withinClusterQueue": "LowerPriority"}})
+		low := e.workloadPriorityClass(ctx, "low", 10)
+		high := e.workloadPriorityClass(ctx, "high", 1000)
+		// The low Job's pods are gated: admitted, its booking waits for
+		// pods that do not come.
+		e.job(ctx, "low", jobOptions{pods: 2, cpu: "500m", workloadPriority: low, gate: true})
+		var lowRequest string
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			wl := e.workloadOf(ctx, "low")
+			g.Expect(wl).NotTo(gomega.BeNil(), "no Workload for Job low")
+			g.Expect(conditionStatus(wl, "Admitted")).To(gomega.Equal("True"), "Workload of Job low: %v", wl.Object["status"])
+			prs := e.requests(ctx)
+			g.Expect(prs).To(gomega.HaveLen(1))
+			g.Expect(meta.IsStatusConditionTrue(prs[0].Status.Conditions, provv1.ConditionProvisioned)).To(gomega.BeTrue())
+			lowRequest = prs[0].Name
+		}).Should(gomega.Succeed())
+		gomega.Expect(e.reservations(ctx)).NotTo(gomega.BeEmpty(), "the low Job's booking")
+
+		e.job(ctx, "high", jobOptions{pods: 1, cpu: "1", workloadPriority: high})
+		var ended string
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			pr, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, lowRequest, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			c := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionBookingExpired)
+			g.Expect(c).NotTo(gomega.BeNil(), "request %s: %v", pr.Name, pr.Status.Conditions)
+			g.Expect(c.Reason).To(gomega.Equal(provisioning.ReasonWorkloadEvicted), "request %s: %s", pr.Name, c.Message)
+			ended = c.Message
+			for _, r := range e.reservations(ctx) {
+				g.Expect(r.Annotations[provisioning.AnnotationRequest]).NotTo(gomega.Equal(f.Namespace+"/"+lowRequest), "Reservation %s of the evicted workload", r.Name)
+			}
+		}).Should(gomega.Succeed())
+		ginkgo.GinkgoWriter.Printf("request %s: %s\n", lowRequest, ended)
+		e.waitJobsComplete(ctx, "high")
+	})
+
 	ginkgo.It("books a Job at its PriorityClass's priority", func(ctx ginkgo.SpecContext) {
 		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: f.Namespace + "-high"}, Value: 100000}
@@ -85,16 +162,22 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		e.job(ctx, "atomic", jobOptions{pods: 4, cpu: "6", nodeGroup: "general"})
 		e.waitJobsComplete(ctx, "atomic")
 		ginkgo.GinkgoWriter.Printf("4 pods of 6 CPUs: Job created to complete in %s\n", time.Since(start).Round(time.Millisecond))
+		// The attempt added a node per pod. A pod may land on a node of the
+		// attempt that an earlier pod of the Job, finished at once, left.
+		prs := e.requests(ctx)
+		gomega.Expect(prs).To(gomega.HaveLen(1))
+		details := prs[0].Status.ProvisioningClassDetails
+		attempt := string(details[provisioning.DetailScaleUpAttempt])
+		gomega.Expect(attempt).NotTo(gomega.BeEmpty(), "the request names no scale-up attempt: %v", details)
+		gomega.Expect(string(details[provisioning.DetailScaleUpPlan])).To(gomega.Equal("general=4"), "the attempt's plan")
 		pods, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		used := map[string]bool{}
+		gomega.Expect(pods.Items).To(gomega.HaveLen(4))
 		for _, p := range pods.Items {
 			n, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
-			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelNodeGroup, "general"), "pod %s", p.Name)
-			used[n.Name] = true
+			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelAttempt, attempt), "pod %s on node %s", p.Name, n.Name)
 		}
-		gomega.Expect(used).To(gomega.HaveLen(4), "the Job's pods did not take a new node each")
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 	})
 
