@@ -248,6 +248,12 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, rq.pr.Namespace, rq.sets); err != nil {
 		return simulation{}, err
 	}
+	// A Kueue workload's priority is its WorkloadPriorityClass's (kueue.go).
+	if prio, ok := r.workloadPriority(ctx, rq.pr); ok {
+		for _, s := range rq.sets {
+			s.Pod.Spec.Priority = &prio
+		}
+	}
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	pr, class, sets := rq.pr, rq.class, rq.sets

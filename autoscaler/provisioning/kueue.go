@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/priority"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 )
 
@@ -159,10 +160,24 @@ func workloadEvicted(wl *unstructured.Unstructured) string {
 // evictedWorkload says why the Kueue Workload controlling pr was evicted,
 // "" when it was not, or when pr has none or Kueue's API is not watched.
 func (r *Reconciler) evictedWorkload(ctx context.Context, pr *provv1.ProvisioningRequest) string {
+	wl := r.controllingWorkload(ctx, pr)
+	if wl == nil {
+		return ""
+	}
+	if why := workloadEvicted(wl); why != "" {
+		return fmt.Sprintf("Kueue evicted workload %s: %s", wl.GetName(), why)
+	}
+	return ""
+}
+
+// controllingWorkload is the Kueue Workload that controls pr, as the
+// Workload cache has it: of pr's namespace, with the UID pr's owner
+// reference names. Nil for none, or when Kueue's API is not watched.
+func (r *Reconciler) controllingWorkload(ctx context.Context, pr *provv1.ProvisioningRequest) *unstructured.Unstructured {
 	uid := controlledByWorkload(pr)
 	workloads := r.kueue.reader()
 	if uid == "" || workloads == nil {
-		return ""
+		return nil
 	}
 	var name string
 	for _, o := range pr.OwnerReferences {
@@ -175,20 +190,17 @@ func (r *Reconciler) evictedWorkload(ctx context.Context, pr *provv1.Provisionin
 		if !apierrors.IsNotFound(err) {
 			klog.FromContext(ctx).V(2).Info("Not reading the request's Workload", "workload", name, "err", err)
 		}
-		return ""
+		return nil
 	}
 	if wl.GetUID() != uid {
-		return ""
+		return nil
 	}
-	if why := workloadEvicted(wl); why != "" {
-		return fmt.Sprintf("Kueue evicted workload %s: %s", name, why)
-	}
-	return ""
+	return wl
 }
 
 // stripWorkload keeps of a Workload what the provisioner reads (its
-// metadata but managed fields, and its conditions), as the cache's
-// transform: a Workload holds its pods' templates.
+// metadata but managed fields, its priority class and its conditions), as
+// the cache's transform: a Workload holds its pods' templates.
 func stripWorkload(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -202,5 +214,41 @@ func stripWorkload(obj any) (any, error) {
 	if conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
 		_ = unstructured.SetNestedSlice(out.Object, conds, "status", "conditions")
 	}
+	if ref, found, _ := unstructured.NestedMap(u.Object, "spec", "priorityClassRef"); found {
+		_ = unstructured.SetNestedMap(out.Object, ref, "spec", "priorityClassRef")
+	}
 	return out, nil
+}
+
+// workloadPriorityClassGVK is the kind of Kueue's workload priorities.
+var workloadPriorityClassGVK = schema.GroupVersionKind{Group: WorkloadGVK.Group, Version: WorkloadGVK.Version, Kind: "WorkloadPriorityClass"}
+
+// workloadPriority is the value of the WorkloadPriorityClass of the Kueue
+// Workload that controls pr, at most priority.HighestUserDefinablePriority,
+// and whether there is one: Kueue gives a workload that priority, not its
+// pods, and the ProvisioningRequest it makes carries only the pods'
+// template. The tenant names the class (a label of its Job), and Kueue lets
+// it name any: a workload priority never makes a booking a system one.
+// Without a watched Workload of the request's, or a WorkloadPriorityClass
+// of that name, the pods' own priority stands.
+func (r *Reconciler) workloadPriority(ctx context.Context, pr *provv1.ProvisioningRequest) (int32, bool) {
+	wl := r.controllingWorkload(ctx, pr)
+	if wl == nil {
+		return 0, false
+	}
+	ref, _, _ := unstructured.NestedStringMap(wl.Object, "spec", "priorityClassRef")
+	if ref["group"] != workloadPriorityClassGVK.Group || ref["kind"] != workloadPriorityClassGVK.Kind || ref["name"] == "" {
+		return 0, false
+	}
+	class := &unstructured.Unstructured{}
+	class.SetGroupVersionKind(workloadPriorityClassGVK)
+	if err := r.kueue.reader().Get(ctx, types.NamespacedName{Name: ref["name"]}, class); err != nil {
+		klog.FromContext(ctx).V(2).Info("Not reading the workload's priority class", "class", ref["name"], "err", err)
+		return 0, false
+	}
+	value, found, err := unstructured.NestedInt64(class.Object, "value")
+	if !found || err != nil {
+		return 0, false
+	}
+	return int32(min(value, int64(priority.HighestUserDefinablePriority))), true
 }

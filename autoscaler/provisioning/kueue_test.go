@@ -128,23 +128,69 @@ func TestEvictedWorkloadWakesItsRequests(t *testing.T) {
 	}
 }
 
-// TestStripWorkload: the cache keeps a Workload's metadata and conditions,
-// not its pod templates.
+// TestStripWorkload: the cache keeps a Workload's metadata, priority class
+// and conditions, not its pod templates.
 func TestStripWorkload(t *testing.T) {
 	wl := kueueWorkload("job-wl", "ns", "wl-1", "Preempted")
 	wl.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kueue"}})
+	_ = unstructured.SetNestedMap(wl.Object, map[string]any{"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}, "spec", "priorityClassRef")
 	out, err := stripWorkload(wl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := out.(*unstructured.Unstructured)
-	if _, found, _ := unstructured.NestedMap(u.Object, "spec"); found {
-		t.Error("the spec was kept")
+	if spec, _, _ := unstructured.NestedMap(u.Object, "spec"); len(spec) != 1 || spec["priorityClassRef"] == nil {
+		t.Errorf("spec %v, want its priorityClassRef only", spec)
 	}
 	if u.GetName() != "job-wl" || u.GetUID() != "wl-1" || len(u.GetManagedFields()) != 0 {
 		t.Errorf("metadata %v, want the name and UID without managed fields", u.Object["metadata"])
 	}
 	if workloadEvicted(u) == "" {
 		t.Error("the Evicted condition was dropped")
+	}
+}
+
+// TestWorkloadPriority: a Kueue workload's booking takes the value of its
+// WorkloadPriorityClass, at most the highest a user may define; a workload
+// with a pod PriorityClass, a missing class, or none watched leaves the
+// pods' own priority.
+func TestWorkloadPriority(t *testing.T) {
+	ctx := context.Background()
+	wpc := func(name string, value int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"value": value}}
+		u.SetGroupVersionKind(workloadPriorityClassGVK)
+		u.SetName(name)
+		return u
+	}
+	for _, tc := range []struct {
+		name      string
+		ref       map[string]any
+		unwatched bool
+		want      int32
+		wantOK    bool
+	}{
+		{name: "workload priority class", ref: map[string]any{"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}, want: 5000, wantOK: true},
+		{name: "above what a user may define", ref: map[string]any{"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "huge"}, want: 1000000000, wantOK: true},
+		{name: "pod priority class", ref: map[string]any{"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": "high"}},
+		{name: "class missing", ref: map[string]any{"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "gone"}},
+		{name: "no class"},
+		{name: "Kueue's API not watched", ref: map[string]any{"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": "high"}, unwatched: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr := wrappers.MakeProvisioningRequest("job-wl-check-1", "ns", provv1.ClassCheckCapacity).UID("uid-1").Obj()
+			pr.OwnerReferences = []metav1.OwnerReference{{APIVersion: "kueue.x-k8s.io/v1beta2", Kind: "Workload", Name: "job-wl", UID: "wl-1", Controller: ptr.To(true)}}
+			wl := kueueWorkload("job-wl", "ns", "wl-1", "")
+			if tc.ref != nil {
+				_ = unstructured.SetNestedMap(wl.Object, tc.ref, "spec", "priorityClassRef")
+			}
+			r, c := fakeReconciler(t, time.Now(), pr, wl, wpc("high", 5000), wpc("huge", 2000000000))
+			if !tc.unwatched {
+				r.kueue.workloads.Store(client.Reader(c))
+			}
+			got, ok := r.workloadPriority(ctx, pr)
+			if got != tc.want || ok != tc.wantOK {
+				t.Errorf("workloadPriority = %d, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
 	}
 }

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
@@ -25,6 +26,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -373,4 +375,27 @@ func (e *env) workloadOf(ctx context.Context, job string) *unstructured.Unstruct
 		}
 	}
 	return nil
+}
+
+// expectBookedAt creates a Job and checks that the Reservations of its
+// booking hold capacity at priority, then that the Job completes and its
+// booking ends. The Job's pods may end the booking within a second: the
+// Reservations are read as they are created.
+func (e *env) expectBookedAt(ctx context.Context, name string, o jobOptions, priority int32) {
+	ginkgo.GinkgoHelper()
+	w, err := e.f.Gantry.SchedulingV1alpha1().Reservations().Watch(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	defer w.Stop()
+	e.job(ctx, name, o)
+	gomega.Eventually(ctx, w.ResultChan()).WithTimeout(util.LongTimeout).Should(gomega.Receive(gomega.Satisfy(func(ev watch.Event) bool {
+		r, ok := ev.Object.(*schedv1alpha1.Reservation)
+		if !ok || ev.Type != watch.Added || !e.books(r) {
+			return false
+		}
+		gomega.Expect(r.Spec.Template.Priority).To(gomega.HaveValue(gomega.Equal(priority)), "Reservation %s", r.Name)
+		return true
+	})))
+	ginkgo.GinkgoWriter.Printf("Job %s booked at priority %d\n", name, priority)
+	e.waitJobsComplete(ctx, name)
+	e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 }

@@ -12,15 +12,12 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
-	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
-	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -134,25 +131,13 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		ginkgo.DeferCleanup(func(ctx context.Context) {
 			_ = f.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{})
 		})
-		// The Job's pods may end its booking within a second: read the
-		// Reservations as they are created.
-		w, err := f.Gantry.SchedulingV1alpha1().Reservations().Watch(ctx, metav1.ListOptions{LabelSelector: provisioning.LabelRequestUID})
-		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		defer w.Stop()
-		e.job(ctx, "high", jobOptions{pods: 2, cpu: "100m", priority: pc.Name})
-		booked := 0
-		gomega.Eventually(ctx, w.ResultChan()).WithTimeout(util.LongTimeout).Should(gomega.Receive(gomega.Satisfy(func(ev watch.Event) bool {
-			r, ok := ev.Object.(*schedv1alpha1.Reservation)
-			if !ok || ev.Type != watch.Added || !e.books(r) {
-				return false
-			}
-			gomega.Expect(r.Spec.Template.Priority).To(gomega.HaveValue(gomega.Equal(pc.Value)), "Reservation %s", r.Name)
-			booked++
-			return true
-		})))
-		ginkgo.GinkgoWriter.Printf("%d Reservation(s) seen at priority %d\n", booked, pc.Value)
-		e.waitJobsComplete(ctx, "high")
-		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+		e.expectBookedAt(ctx, "high", jobOptions{pods: 2, cpu: "100m", priority: pc.Name}, pc.Value)
+	})
+
+	ginkgo.It("books a Job at its WorkloadPriorityClass's priority, not its pods'", func(ctx ginkgo.SpecContext) {
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100"})
+		wpc := e.workloadPriorityClass(ctx, "urgent", 5000)
+		e.expectBookedAt(ctx, "urgent", jobOptions{pods: 2, cpu: "100m", workloadPriority: wpc}, 5000)
 	})
 
 	ginkgo.It("admits a Job after a best-effort-atomic scale-up, lands its pods on the new nodes, and removes the nodes with the Job", ginkgo.Label(framework.LabelKindSample), func(ctx ginkgo.SpecContext) {

@@ -44,10 +44,11 @@ import (
 
 // systemPriorityClassPrefix starts the names of the system PriorityClasses
 // (system-node-critical, system-cluster-critical); only they may have a
-// value above highestUserDefinablePriority.
+// value above HighestUserDefinablePriority, the highest any other class may
+// have.
 const (
 	systemPriorityClassPrefix    = "system-"
-	highestUserDefinablePriority = int32(1000000000)
+	HighestUserDefinablePriority = int32(1000000000)
 )
 
 // systemPriorityNamespace may always use the system PriorityClasses.
@@ -158,7 +159,7 @@ func defaultPriorityClass(classes schedulinglisters.PriorityClassLister) (*sched
 }
 
 func isSystemPriority(pc *schedulingv1.PriorityClass) bool {
-	return strings.HasPrefix(pc.Name, systemPriorityClassPrefix) || pc.Value > highestUserDefinablePriority
+	return strings.HasPrefix(pc.Name, systemPriorityClassPrefix) || pc.Value > HighestUserDefinablePriority
 }
 
 // quotaAllowsClass reports whether one of quotas has a scopeSelector
