@@ -67,23 +67,7 @@ func TestBookingEndsWhenItsPodsFinishedFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	class, _ := builtinClass(provv1.ClassCheckCapacity)
-	serve := func() *provv1.ProvisioningRequest {
-		t.Helper()
-		got := &provv1.ProvisioningRequest{}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
-			t.Fatal(err)
-		}
-		rq := newRequest(got)
-		rq.class = class
-		if _, err := r.watchBooking(ctx, rq); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	serve := func() *provv1.ProvisioningRequest { return watchBookingOnce(t, r, c, pr) }
 
 	if got := r.cameTo(res); got != 2 {
 		t.Errorf("came to the booking: %d, want 2 (the recorded owner and p1)", got)
@@ -139,4 +123,24 @@ func TestRequestOfBookedPod(t *testing.T) {
 	if keys, _ := podBookingIndex(huge); keys != nil {
 		t.Errorf("an oversized allocation annotation was indexed: %v", keys)
 	}
+}
+
+// watchBookingOnce runs watchBooking once on the check-capacity request pr
+// as c holds it, and returns it as c holds it then.
+func watchBookingOnce(t *testing.T, r *Reconciler, c client.Client, pr *provv1.ProvisioningRequest) *provv1.ProvisioningRequest {
+	t.Helper()
+	ctx := context.Background()
+	got := &provv1.ProvisioningRequest{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
+		t.Fatal(err)
+	}
+	rq := newRequest(got)
+	rq.class, _ = builtinClass(provv1.ClassCheckCapacity)
+	if _, err := r.watchBooking(ctx, rq); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

@@ -46,7 +46,6 @@ func kueueWorkload(name, ns string, uid types.UID, reason string) *unstructured.
 // and the booking was held until it expired.
 func TestEvictedWorkloadReleasesItsBooking(t *testing.T) {
 	ctx := context.Background()
-	class, _ := builtinClass(provv1.ClassCheckCapacity)
 	for _, tc := range []struct {
 		name       string
 		reason     string
@@ -73,19 +72,7 @@ func TestEvictedWorkloadReleasesItsBooking(t *testing.T) {
 			if !tc.unwatched {
 				r.kueue.workloads.Store(client.Reader(c))
 			}
-
-			got := &provv1.ProvisioningRequest{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
-				t.Fatal(err)
-			}
-			rq := newRequest(got)
-			rq.class = class
-			if _, err := r.watchBooking(ctx, rq); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(pr), got); err != nil {
-				t.Fatal(err)
-			}
+			got := watchBookingOnce(t, r, c, pr)
 			cond := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired)
 			left := &schedv1alpha1.ReservationList{}
 			if err := c.List(ctx, left); err != nil {
