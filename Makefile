@@ -137,6 +137,24 @@ bench-provisioning: build
 	go test ./autoscaler/simulator -run '^$$' -bench CheckCapacity
 	go test -tags integration ./autoscaler/provisioning/integration -run '^$$' -bench 'CheckCapacity100Requests|AtomicScaleUp100Nodes' -benchtime 1x
 
+## bench-kueue: Jobs through Kueue to Admitted with gantry-provisioner as the ProvisioningRequest
+## backend, on a local cluster of its own (kueue-bench; KUEUE_KUBECONFIG= measures a cluster of
+## `make up KUEUE=1` instead) of NODES kwok nodes (500 unless given), JOBS Jobs a run (default
+## 100,500), COUNT runs each: admissions/s, Job → Admitted p50/p99 and Kueue's and the provisioner's
+## parts. DOC=1 then measures the provisioner's check-capacity decisions/s (default and raised client
+## limits) and writes docs/performance-kueue.md from every run recorded in _output/bench-kueue.
+.PHONY: bench-kueue
+bench-kueue: build kueue
+	mkdir -p _output/bench-kueue
+	jobs='$(JOBS)'; ARTIFACTS=$(abspath _output/bench-kueue) go test -tags kueue_bench ./e2e/kueue/bench -run '^$$' \
+		-bench KueueAdmission -benchtime 1x -count $(COUNT) -timeout 4h -args \
+		-nodes=$(if $(filter command line environment,$(origin NODES)),$(NODES),500) -jobs=$${jobs:-100,500} \
+		$(if $(KUEUE_KUBECONFIG),-kubeconfig=$(abspath $(KUEUE_KUBECONFIG)))
+	$(if $(DOC),ARTIFACTS=$(abspath _output/bench-kueue) go test -tags integration ./autoscaler/provisioning/integration \
+		-run '^$$' -bench CheckCapacityThroughput -benchtime 1x -timeout 1h)
+	$(if $(DOC),go test -tags kueue_bench ./e2e/kueue/bench -run TestWriteDoc -count 1 -args \
+		-results=$(abspath _output/bench-kueue) -doc=$(abspath docs/performance-kueue.md))
+
 ## verify: formatting, vet, tidy modules, generated files (the README's tables included) and Bazel
 ## metadata in sync, component READMEs at most 150 lines, no build output in the tree, import
 ## direction, golangci-lint.
