@@ -26,6 +26,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	kueueapi "github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/test/util"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -33,25 +34,16 @@ import (
 // Kueue's API, v1beta2, through the dynamic client: the suite does not
 // link Kueue's Go types (another Kubernetes release's modules).
 var (
-	resourceFlavors     = kueueGVR("resourceflavors")
-	clusterQueues       = kueueGVR("clusterqueues")
-	localQueues         = kueueGVR("localqueues")
-	admissionChecks     = kueueGVR("admissionchecks")
-	provisioningConfigs = kueueGVR("provisioningrequestconfigs")
-	workloads           = kueueGVR("workloads")
-	workloadPriorities  = kueueGVR("workloadpriorityclasses")
+	resourceFlavors     = kueueapi.Resource("resourceflavors")
+	clusterQueues       = kueueapi.Resource("clusterqueues")
+	localQueues         = kueueapi.Resource("localqueues")
+	admissionChecks     = kueueapi.Resource("admissionchecks")
+	provisioningConfigs = kueueapi.Resource("provisioningrequestconfigs")
+	workloads           = kueueapi.Resource("workloads")
+	workloadPriorities  = kueueapi.Resource("workloadpriorityclasses")
 )
 
-func kueueGVR(resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: resource}
-}
-
 const (
-	// queueLabel puts a Job in a LocalQueue.
-	queueLabel = "kueue.x-k8s.io/queue-name"
-	// provisioningController is the controller of Kueue's
-	// ProvisioningRequest admission checks.
-	provisioningController = "kueue.x-k8s.io/provisioning-request"
 	// localQueueName is the LocalQueue of the spec's namespace.
 	localQueueName = "queue"
 	// workloadPriorityLabel names a Job's WorkloadPriorityClass.
@@ -78,7 +70,7 @@ func newEnv(f *framework.Framework) *env {
 func (e *env) create(ctx context.Context, gvr schema.GroupVersionResource, obj map[string]any) {
 	ginkgo.GinkgoHelper()
 	u := &unstructured.Unstructured{Object: obj}
-	u.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	u.SetAPIVersion(kueueapi.Resource("").GroupVersion().String())
 	ri := e.dyn.Resource(gvr).Namespace(u.GetNamespace())
 	_, err := ri.Create(ctx, u, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating %s %s", u.GetKind(), u.GetName())
@@ -127,7 +119,7 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	}
 	e.create(ctx, provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
 	e.create(ctx, admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{
-		"controllerName": provisioningController,
+		"controllerName": kueueapi.ProvisioningController,
 		"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name},
 	}})
 	cq := map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name}, "spec": map[string]any{
@@ -195,7 +187,7 @@ type jobOptions struct {
 // second after they start, unless o says otherwise (kind/config/kwok/stages.yaml).
 func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 	ginkgo.GinkgoHelper()
-	labels := map[string]string{queueLabel: localQueueName}
+	labels := map[string]string{kueueapi.QueueNameLabel: localQueueName}
 	for k, v := range o.labels {
 		labels[k] = v
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -157,22 +158,16 @@ func runAdmission(b *testing.B, bc *benchCluster, jobs int) admissionResult {
 // Kueue's API, v1beta2, through the dynamic client (the benchmark, as the
 // e2e suite, does not link Kueue's Go types).
 var (
-	resourceFlavors     = kueueGVR("resourceflavors")
-	clusterQueues       = kueueGVR("clusterqueues")
-	localQueues         = kueueGVR("localqueues")
-	admissionChecks     = kueueGVR("admissionchecks")
-	provisioningConfigs = kueueGVR("provisioningrequestconfigs")
-	workloads           = kueueGVR("workloads")
+	resourceFlavors     = kueue.Resource("resourceflavors")
+	clusterQueues       = kueue.Resource("clusterqueues")
+	localQueues         = kueue.Resource("localqueues")
+	admissionChecks     = kueue.Resource("admissionchecks")
+	provisioningConfigs = kueue.Resource("provisioningrequestconfigs")
+	workloads           = kueue.Resource("workloads")
 )
 
-func kueueGVR(resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: resource}
-}
-
 const (
-	queueLabel             = "kueue.x-k8s.io/queue-name"
-	provisioningController = "kueue.x-k8s.io/provisioning-request"
-	localQueueName         = "queue"
+	localQueueName = "queue"
 )
 
 // namespace creates the run's namespace.
@@ -203,7 +198,7 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 		{provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": ns},
 			"spec": map[string]any{"provisioningClassName": provv1.ClassCheckCapacity, "managedResources": []any{"cpu"}}}},
 		{admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
-			"controllerName": provisioningController,
+			"controllerName": kueue.ProvisioningController,
 			"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": ns},
 		}}},
 		{clusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
@@ -222,7 +217,7 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 	}
 	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: o.obj}
-		u.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+		u.SetAPIVersion(kueue.Resource("").GroupVersion().String())
 		if _, err := bc.dyn.Resource(o.gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			b.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
@@ -252,7 +247,7 @@ func conditionStatus(obj *unstructured.Unstructured, typ string) string {
 // completes its pods about a second after they start.
 func job(ns, name string, pods int32) *batchv1.Job {
 	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{queueLabel: localQueueName}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{kueue.QueueNameLabel: localQueueName}},
 		Spec: batchv1.JobSpec{
 			Parallelism: ptr.To(pods), Completions: ptr.To(pods), BackoffLimit: ptr.To[int32](3),
 			Template: v1.PodTemplateSpec{Spec: v1.PodSpec{

@@ -69,6 +69,24 @@ const (
 	module = "sigs.k8s.io/kueue"
 )
 
+// What a client of Kueue's API in a Gantry cluster names (the e2e suite,
+// the benchmark): Kueue's types are another Kubernetes release's modules,
+// so they go through the dynamic client.
+const (
+	// APIVersion is the version of Kueue's API they use.
+	APIVersion = "v1beta2"
+	// QueueNameLabel puts a Job in a LocalQueue.
+	QueueNameLabel = "kueue.x-k8s.io/queue-name"
+	// ProvisioningController is the controller of Kueue's
+	// ProvisioningRequest admission checks.
+	ProvisioningController = "kueue.x-k8s.io/provisioning-request"
+)
+
+// Resource is a resource of Kueue's API at APIVersion.
+func Resource(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: APIVersion, Resource: resource}
+}
+
 // Frameworks are the integrations Kueue runs in a Gantry cluster.
 var Frameworks = []string{"batch/job"}
 
@@ -268,7 +286,7 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 // validating webhooks, one through a CRD's conversion webhook (v1beta1 is
 // served, v1beta2 stored).
 var (
-	resourceFlavors = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "resourceflavors"}
+	resourceFlavors = Resource("resourceflavors")
 	localQueuesV1   = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "localqueues"}
 )
 
