@@ -73,9 +73,9 @@ func (k *kueueWatch) reader() client.Reader {
 }
 
 // SetupWorkloadsWithManager starts watching Kueue's Workloads, in a cache
-// of their own that keeps their metadata and conditions only (a Workload
-// holds its pods' templates), with a controller that wakes the requests of
-// evicted ones. Call it once Kueue's Workload API is served (a cache of a
+// of their own that keeps what stripWorkload keeps (a Workload holds its
+// pods' templates), with a controller that wakes the requests of evicted
+// ones; the same cache reads WorkloadPriorityClasses. Call it once Kueue's Workload API is served (a cache of a
 // kind the API server does not know cannot start); the manager may have
 // started.
 func (r *Reconciler) SetupWorkloadsWithManager(mgr manager.Manager) error {
