@@ -31,18 +31,6 @@ import (
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-// Kueue's API, v1beta2, through the dynamic client: the suite does not
-// link Kueue's Go types (another Kubernetes release's modules).
-var (
-	resourceFlavors     = kueueapi.Resource("resourceflavors")
-	clusterQueues       = kueueapi.Resource("clusterqueues")
-	localQueues         = kueueapi.Resource("localqueues")
-	admissionChecks     = kueueapi.Resource("admissionchecks")
-	provisioningConfigs = kueueapi.Resource("provisioningrequestconfigs")
-	workloads           = kueueapi.Resource("workloads")
-	workloadPriorities  = kueueapi.Resource("workloadpriorityclasses")
-)
-
 const (
 	// localQueueName is the LocalQueue of the spec's namespace.
 	localQueueName = "queue"
@@ -106,7 +94,7 @@ type queueOptions struct {
 func (e *env) queue(ctx context.Context, o queueOptions) {
 	ginkgo.GinkgoHelper()
 	name := e.f.Namespace
-	e.create(ctx, resourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}})
+	e.create(ctx, kueueapi.ResourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}})
 	spec := map[string]any{"provisioningClassName": o.class, "managedResources": []any{"cpu"}}
 	if o.parameters != nil {
 		spec["parameters"] = o.parameters
@@ -117,8 +105,8 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	if o.podSetUpdates != nil {
 		spec["podSetUpdates"] = o.podSetUpdates
 	}
-	e.create(ctx, provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
-	e.create(ctx, admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{
+	e.create(ctx, kueueapi.ProvisioningRequestConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
+	e.create(ctx, kueueapi.AdmissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{
 		"controllerName": kueueapi.ProvisioningController,
 		"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name},
 	}})
@@ -136,11 +124,11 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	if o.preemption != nil {
 		_ = unstructured.SetNestedMap(cq, o.preemption, "spec", "preemption")
 	}
-	e.create(ctx, clusterQueues, cq)
-	e.create(ctx, localQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": e.f.Namespace},
+	e.create(ctx, kueueapi.ClusterQueues, cq)
+	e.create(ctx, kueueapi.LocalQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": e.f.Namespace},
 		"spec": map[string]any{"clusterQueue": name}})
 	framework.Eventually(ctx, func(g gomega.Gomega) {
-		cq, err := e.dyn.Resource(clusterQueues).Get(ctx, name, metav1.GetOptions{})
+		cq, err := e.dyn.Resource(kueueapi.ClusterQueues).Get(ctx, name, metav1.GetOptions{})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(conditionStatus(cq, "Active")).To(gomega.Equal("True"), "ClusterQueue %s not active: %v", name, cq.Object["status"])
 	}).Should(gomega.Succeed())
@@ -255,7 +243,7 @@ func (e *env) waitJobsComplete(ctx context.Context, names ...string) {
 
 // workloadState describes the Workload of a Job, for failure messages.
 func (e *env) workloadState(ctx context.Context, job string) string {
-	list, err := e.dyn.Resource(workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := e.dyn.Resource(kueueapi.Workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err.Error()
 	}
@@ -352,14 +340,14 @@ func (e *env) leaveNothing() {
 func (e *env) workloadPriorityClass(ctx context.Context, suffix string, value int64) string {
 	ginkgo.GinkgoHelper()
 	name := e.f.Namespace + "-" + suffix
-	e.create(ctx, workloadPriorities, map[string]any{"kind": "WorkloadPriorityClass", "metadata": map[string]any{"name": name}, "value": value})
+	e.create(ctx, kueueapi.WorkloadPriorityClasses, map[string]any{"kind": "WorkloadPriorityClass", "metadata": map[string]any{"name": name}, "value": value})
 	return name
 }
 
 // workloadOf is the Workload of a Job.
 func (e *env) workloadOf(ctx context.Context, job string) *unstructured.Unstructured {
 	ginkgo.GinkgoHelper()
-	list, err := e.dyn.Resource(workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
+	list, err := e.dyn.Resource(kueueapi.Workloads).Namespace(e.f.Namespace).List(ctx, metav1.ListOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	for i := range list.Items {
 		if ownedBy(&list.Items[i], "Job", job) {

@@ -560,18 +560,8 @@ func (r *round) cleanup(ctx context.Context) {
 // free that the scheduler held.
 func TestAgreementSharedBookingOwnersGone(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	a := newAgreement(e, e.StartScheduler(schedtest.GantryProfile))
 	const ns, node = "shared", "node-a"
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	must(err)
-	must(e.createNode(ctx, node, 4000, 8*gi, nil))
+	e, a, must := agreementCase(ctx, t, ns, node)
 	q, err := e.createRequest(ctx, ns, "jobs", 2, 1000, gi)
 	must(err)
 	res, err := e.Gantry.SchedulingV1alpha1().Reservations().Create(ctx, q.booking(0, node, 2, provisioning.DefaultBookingDuration), metav1.CreateOptions{})
@@ -608,19 +598,9 @@ func TestAgreementSharedBookingOwnersGone(t *testing.T) {
 // saw less free than the scheduler grants.
 func TestAgreementUnplaceableBooking(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t)
-	a := newAgreement(e, e.StartScheduler(schedtest.GantryProfile))
 	const ns, node = "late", "node-a"
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	must(err)
-	must(e.createNode(ctx, node, 4000, 8*gi, nil))
-	_, err = e.Client.CoreV1().Pods(ns).Create(ctx, plainPod(ns, "first", node, 2000, gi), metav1.CreateOptions{})
+	e, a, must := agreementCase(ctx, t, ns, node)
+	_, err := e.Client.CoreV1().Pods(ns).Create(ctx, plainPod(ns, "first", node, 2000, gi), metav1.CreateOptions{})
 	must(err)
 	e.waitPods(ctx, ns)
 	q, err := e.createRequest(ctx, ns, "late", 1, 3000, gi)
@@ -632,4 +612,23 @@ func TestAgreementUnplaceableBooking(t *testing.T) {
 	for _, d := range a.compare(ctx, ns, []string{node}).disagreements {
 		t.Error(d)
 	}
+}
+
+// agreementCase starts a deterministic agreement test: Gantry's scheduler,
+// the namespace ns and a node of 4 CPUs and 8Gi named node. must fails the
+// test on an error.
+func agreementCase(ctx context.Context, t *testing.T, ns, node string) (e *env, a *agreement, must func(error)) {
+	t.Helper()
+	e = newEnv(t)
+	a = newAgreement(e, e.StartScheduler(schedtest.GantryProfile))
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	must(err)
+	must(e.createNode(ctx, node, 4000, 8*gi, nil))
+	return e, a, must
 }

@@ -155,17 +155,6 @@ func runAdmission(b *testing.B, bc *benchCluster, jobs int) admissionResult {
 	return res
 }
 
-// Kueue's API, v1beta2, through the dynamic client (the benchmark, as the
-// e2e suite, does not link Kueue's Go types).
-var (
-	resourceFlavors     = kueue.Resource("resourceflavors")
-	clusterQueues       = kueue.Resource("clusterqueues")
-	localQueues         = kueue.Resource("localqueues")
-	admissionChecks     = kueue.Resource("admissionchecks")
-	provisioningConfigs = kueue.Resource("provisioningrequestconfigs")
-	workloads           = kueue.Resource("workloads")
-)
-
 const (
 	localQueueName = "queue"
 )
@@ -194,14 +183,14 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 		gvr schema.GroupVersionResource
 		obj map[string]any
 	}{
-		{resourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": ns}}},
-		{provisioningConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": ns},
+		{kueue.ResourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": ns}}},
+		{kueue.ProvisioningRequestConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": ns},
 			"spec": map[string]any{"provisioningClassName": provv1.ClassCheckCapacity, "managedResources": []any{"cpu"}}}},
-		{admissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
+		{kueue.AdmissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
 			"controllerName": kueue.ProvisioningController,
 			"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": ns},
 		}}},
-		{clusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
+		{kueue.ClusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
 			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
 			"resourceGroups": []any{map[string]any{
 				"coveredResources": []any{"cpu", "memory"},
@@ -212,7 +201,7 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 			}},
 			"admissionChecksStrategy": map[string]any{"admissionChecks": []any{map[string]any{"name": ns}}},
 		}}},
-		{localQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": ns},
+		{kueue.LocalQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": ns},
 			"spec": map[string]any{"clusterQueue": ns}}},
 	}
 	for _, o := range objs {
@@ -223,7 +212,7 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		cq, err := bc.dyn.Resource(clusterQueues).Get(ctx, ns, metav1.GetOptions{})
+		cq, err := bc.dyn.Resource(kueue.ClusterQueues).Get(ctx, ns, metav1.GetOptions{})
 		return err == nil && conditionStatus(cq, "Active") == "True", nil
 	})
 	if err != nil {
@@ -303,7 +292,7 @@ func (bc *benchCluster) cleanUp(b *testing.B, ns string) {
 	if err != nil {
 		b.Fatalf("after deleting the Jobs of %s: %s left", ns, left)
 	}
-	for _, gvr := range []schema.GroupVersionResource{clusterQueues, admissionChecks, provisioningConfigs, resourceFlavors} {
+	for _, gvr := range []schema.GroupVersionResource{kueue.ClusterQueues, kueue.AdmissionChecks, kueue.ProvisioningRequestConfigs, kueue.ResourceFlavors} {
 		if err := bc.dyn.Resource(gvr).Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			b.Fatalf("deleting %s %s: %v", gvr.Resource, ns, err)
 		}
@@ -335,7 +324,7 @@ func (bc *benchCluster) leftOf(ctx context.Context, ns string) string {
 	count("Jobs", len(jobs.Items), err)
 	pods, err := bc.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	count("pods", len(pods.Items), err)
-	wls, err := bc.dyn.Resource(workloads).Namespace(ns).List(ctx, metav1.ListOptions{})
+	wls, err := bc.dyn.Resource(kueue.Workloads).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err == nil {
 		count("Workloads", len(wls.Items), nil)
 	} else {

@@ -19,6 +19,7 @@ import (
 
 	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 )
 
@@ -53,7 +54,7 @@ func (bc *benchCluster) record(ns string) (*admissions, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	jobInf := informers.NewSharedInformerFactoryWithOptions(bc.client, 0, informers.WithNamespace(ns)).Batch().V1().Jobs().Informer()
-	wlInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(bc.dyn, 0, ns, nil).ForResource(workloads).Informer()
+	wlInf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(bc.dyn, 0, ns, nil).ForResource(kueue.Workloads).Informer()
 	prInf := gantryinformers.NewSharedInformerFactoryWithOptions(bc.gantry, 0, gantryinformers.WithNamespace(ns)).
 		AutoscalingX().V1().ProvisioningRequests().Informer()
 	for _, w := range []struct {

@@ -87,6 +87,17 @@ func Resource(resource string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: APIVersion, Resource: resource}
 }
 
+// Kueue's resources those clients use.
+var (
+	ResourceFlavors            = Resource("resourceflavors")
+	ClusterQueues              = Resource("clusterqueues")
+	LocalQueues                = Resource("localqueues")
+	AdmissionChecks            = Resource("admissionchecks")
+	ProvisioningRequestConfigs = Resource("provisioningrequestconfigs")
+	Workloads                  = Resource("workloads")
+	WorkloadPriorityClasses    = Resource("workloadpriorityclasses")
+)
+
 // Frameworks are the integrations Kueue runs in a Gantry cluster.
 var Frameworks = []string{"batch/job"}
 
@@ -286,8 +297,7 @@ func Apply(ctx context.Context, cfg *rest.Config, objs []*unstructured.Unstructu
 // validating webhooks, one through a CRD's conversion webhook (v1beta1 is
 // served, v1beta2 stored).
 var (
-	resourceFlavors = Resource("resourceflavors")
-	localQueuesV1   = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "localqueues"}
+	localQueuesV1 = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta1", Resource: "localqueues"}
 )
 
 // WaitReady waits until Kueue's webhooks answer with the CA it injected:
@@ -306,7 +316,7 @@ func WaitReady(ctx context.Context, cfg *rest.Config, timeout time.Duration, exi
 		gvr schema.GroupVersionResource
 		obj *unstructured.Unstructured
 	}{
-		{resourceFlavors, &unstructured.Unstructured{Object: map[string]any{
+		{ResourceFlavors, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
 			"metadata": map[string]any{"name": "gantry-readiness-probe"},
 		}}},
