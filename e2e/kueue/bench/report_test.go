@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"
 )
 
 var (
@@ -76,33 +78,16 @@ func writeAdmissionTable(w io.Writer, rs []admissionResult) {
 	}
 }
 
-// throughputResult is a line of provisioner-throughput.jsonl, as
-// autoscaler/provisioning/integration's BenchmarkCheckCapacityThroughput
-// writes it.
-type throughputResult struct {
-	Limits     string             `json:"limits"`
-	QPS        float32            `json:"qps"`
-	Burst      int                `json:"burst"`
-	Nodes      int                `json:"nodes"`
-	Requests   int                `json:"requests"`
-	Pods       int                `json:"podsPerRequest"`
-	Decided    int                `json:"decided"`
-	Failed     int                `json:"failed"`
-	PerSecond  float64            `json:"decisionsPerSecond"`
-	WindowS    float64            `json:"windowSeconds"`
-	Decide     map[string]float64 `json:"decideMs"`
-	Created    map[string]float64 `json:"createdToDecidedMs"`
-	Queued     map[string]float64 `json:"queuedMs"`
-	Reconciles float64            `json:"reconcilesPerRequest"`
-}
+// throughputResult is a line of provisioner-throughput.jsonl.
+type throughputResult = benchutil.ProvisionerThroughput
 
 func writeThroughputTable(w io.Writer, rs []throughputResult) {
 	fmt.Fprintln(w, "| run | QPS / burst | requests × pods, nodes | decisions/s | first seen → decided p50 / p99 ms | created → decided p50 / p99 ms | reconciles a request | Failed |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		reconciles := "—" // not recorded by the run
-		if r.Reconciles > 0 {
-			reconciles = fmt.Sprintf("%.1f", r.Reconciles)
+		if r.ReconcilesPerRequest > 0 {
+			reconciles = fmt.Sprintf("%.1f", r.ReconcilesPerRequest)
 		}
 		fmt.Fprintf(w, "| %s | %g / %d | %d × %d, %d | %.1f | %s / %s | %s / %s | %s | %d |\n",
 			r.Limits, r.QPS, r.Burst, r.Requests, r.Pods, r.Nodes, r.PerSecond,
