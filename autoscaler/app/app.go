@@ -89,6 +89,9 @@ func Profile(file, name string) (*schedconfig.KubeSchedulerProfile, error) {
 	return nil, fmt.Errorf("the scheduler configuration has no profile %q", name)
 }
 
+// maxWorkers bounds --concurrent-provisioning-request-syncs.
+const maxWorkers = 256
+
 // New builds the manager with the controller; Start runs it.
 func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	logger := klog.FromContext(ctx)
@@ -96,6 +99,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	profile, err := Profile(o.SchedulerConfig, o.SchedulerName)
 	if err != nil {
 		return nil, err
+	}
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		return nil, fmt.Errorf("--concurrent-provisioning-request-syncs must be from 1 to %d, not %d", maxWorkers, o.Workers)
 	}
 	if cfg.QPS == 0 {
 		cfg = rest.CopyConfig(cfg)
@@ -144,7 +150,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: pods.Lister(), PodInformer: pods.Informer(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
-		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance,
+		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance, Workers: o.Workers,
 		NodeGroupBackoff: o.NodeGroupBackoff, MaxNodeGroupBackoff: o.MaxNodeGroupBackoff,
 		NoUpstreamClasses: !o.UpstreamClasses, FinishedRequestTTL: o.FinishedRequestTTL,
 	}

@@ -43,8 +43,9 @@ type Options struct {
 	ScaleDownInterval     time.Duration
 	// ScaleDownTaintGrace: see scaledown.ScaleDown.TaintGrace.
 	ScaleDownTaintGrace time.Duration
-	// MaxPodsPerRequest: see provisioning.Reconciler.
+	// MaxPodsPerRequest and Workers: see provisioning.Reconciler.
 	MaxPodsPerRequest int
+	Workers           int
 	// ProcessorInstance, UpstreamClasses (the opposite of
 	// provisioning.Reconciler.NoUpstreamClasses) and FinishedRequestTTL:
 	// see provisioning.Reconciler.
@@ -73,6 +74,7 @@ func NewOptions() *Options {
 		ScaleDownInterval:       10 * time.Second,
 		ScaleDownTaintGrace:     scaledown.DefaultTaintGrace,
 		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
+		Workers:                 provisioning.DefaultWorkers,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      provisioning.DefaultFinishedRequestTTL,
 		NodeGroupBackoff:        provisioning.DefaultNodeGroupBackoff,
@@ -98,6 +100,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
 	fs.DurationVar(&o.ScaleDownInterval, "scale-down-interval", o.ScaleDownInterval, "how often scale-down looks at the nodes")
 	fs.DurationVar(&o.ScaleDownTaintGrace, "scale-down-taint-grace", o.ScaleDownTaintGrace, "how long scale-down waits between tainting nodes and looking at them again (pods, nominations, bookings) before deleting them: bindings the scheduler decided before it saw the taint commit meanwhile")
+	fs.IntVar(&o.Workers, "concurrent-provisioning-request-syncs", o.Workers, "how many ProvisioningRequests are reconciled at once (only the simulation of a booking runs one at a time); more gets more requests decided a second when --kube-api-qps allows it")
 	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
 	fs.StringVar(&o.ProcessorInstance, "check-capacity-processor-instance", o.ProcessorInstance, "serve only the check-capacity requests whose processorInstance parameter is this, and no atomic scale-up request, as cluster-autoscaler's flag of the same name (empty: serve the requests that name no instance)")
 	fs.BoolVar(&o.UpstreamClasses, "serve-upstream-classes", o.UpstreamClasses, "serve the upstream class names (check-capacity.autoscaling.x-k8s.io, best-effort-atomic-scale-up.autoscaling.x-k8s.io and their older names); false leaves them to a cluster-autoscaler running beside, and serves ProvisioningClasses only")

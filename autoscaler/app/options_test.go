@@ -1,10 +1,13 @@
 package app
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
 
 	"github.com/gantry-dev/gantry/test/util"
 )
@@ -23,6 +26,7 @@ func TestOptionsDefaults(t *testing.T) {
 		ScaleDownInterval:       10 * time.Second,
 		ScaleDownTaintGrace:     5 * time.Second,
 		MaxPodsPerRequest:       5000,
+		Workers:                 16,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      7 * 24 * time.Hour,
 		NodeGroupBackoff:        5 * time.Minute,
@@ -54,6 +58,7 @@ func TestOptionsFlags(t *testing.T) {
 		"--scale-down-interval=3s",
 		"--scale-down-taint-grace=1s",
 		"--max-pods-per-request=100",
+		"--concurrent-provisioning-request-syncs=32",
 		"--check-capacity-processor-instance=batch",
 		"--serve-upstream-classes=false",
 		"--delete-finished-requests-after=0s",
@@ -77,6 +82,7 @@ func TestOptionsFlags(t *testing.T) {
 		ScaleDownInterval:       3 * time.Second,
 		ScaleDownTaintGrace:     time.Second,
 		MaxPodsPerRequest:       100,
+		Workers:                 32,
 		ProcessorInstance:       "batch",
 		UpstreamClasses:         false,
 		FinishedRequestTTL:      0,
@@ -85,5 +91,16 @@ func TestOptionsFlags(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewRefusesWorkersOutOfRange(t *testing.T) {
+	for _, n := range []int{0, -1, maxWorkers + 1} {
+		o := NewOptions()
+		o.Workers = n
+		_, err := New(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, *o)
+		if err == nil || !strings.Contains(err.Error(), "--concurrent-provisioning-request-syncs") {
+			t.Errorf("workers %d: %v, want an error naming the flag", n, err)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -236,17 +237,28 @@ type simulation struct {
 	scaleUp *scaleUpPlanning
 }
 
-// placeAndBook holds bookMu from the snapshot to a booking the cache
-// shows: two requests must not book the same room. It simulates the
-// request's pods on the cluster and creates their booking; when they do not
-// fit and the class is atomic, it plans the scale-up on the same snapshot.
-// Everything else, creating nodes included, runs after it returns, on
-// several workers.
+// placeAndBook simulates the request's pods on the cluster and creates
+// their booking; when they do not fit and the class is atomic, it plans the
+// scale-up on the same snapshot. Two requests must not book the same room:
+// it holds bookMu from the snapshot until the booking is assumed (counted
+// by every later simulation, see assume), and creates the Reservations
+// after it lets go, while the next request is simulated. Everything else,
+// creating nodes included, runs after it returns, on several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	sim, todo, err := r.placeAndAssume(ctx, rq)
+	if err != nil || len(todo) == 0 {
+		return sim, err
+	}
+	return sim, r.createAssumed(ctx, todo)
+}
+
+// placeAndAssume is placeAndBook's part under bookMu: the quota check, the
+// simulation, and the booking it found room for, assumed, not created.
+func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulation, []*schedv1alpha1.Reservation, error) {
 	// The pods are simulated, and booked, at the priority admission would
 	// give them, not the template's (package priority).
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, rq.pr.Namespace, rq.sets); err != nil {
-		return simulation{}, err
+		return simulation{}, nil, err
 	}
 	// A Kueue workload's priority is its WorkloadPriorityClass's (kueue.go).
 	if prio, ok := r.workloadPriority(ctx, rq.pr); ok {
@@ -260,12 +272,12 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	if rq.checkQuota {
 		// Under bookMu: the namespace's bookings made so far count.
 		if err := r.checkNamespaceQuota(ctx, rq); err != nil {
-			return simulation{}, err
+			return simulation{}, nil, err
 		}
 	}
 	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
-		return simulation{}, err
+		return simulation{}, nil, err
 	}
 	placement, err := r.Simulator.Place(ctx, cluster, sets)
 	var unschedulable *simulator.Unschedulable
@@ -274,10 +286,10 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 		if !rq.scaleUpInFlight() && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
 			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster)
 		}
-		return sim, nil
+		return sim, nil, nil
 	}
 	if err != nil {
-		return simulation{}, fmt.Errorf("simulating: %w", err)
+		return simulation{}, nil, fmt.Errorf("simulating: %w", err)
 	}
 	nodes := map[string]bool{}
 	var todo []*schedv1alpha1.Reservation
@@ -307,10 +319,7 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	// The next request's simulation must count these before the cache
 	// shows them, or it would book the same room.
 	r.assume(todo)
-	if err := r.createAll(ctx, todo); err != nil {
-		return simulation{}, err
-	}
-	return simulation{nodes: len(nodes)}, nil
+	return simulation{nodes: len(nodes)}, todo, nil
 }
 
 // checkNamespaceQuota checks the request's pods against its namespace's
@@ -396,23 +405,46 @@ func capToShare(held, all v1.ResourceList, n, total int) v1.ResourceList {
 	return quotav1.RemoveZeros(out)
 }
 
+// createAssumed creates a booking that the caller assumed under bookMu,
+// after it let go of it. A Reservation the API server refused is forgotten:
+// it holds nothing, and the request's next reconcile finds its booking
+// short (confirmBooking: interrupted, released and retried).
+func (r *Reconciler) createAssumed(ctx context.Context, rs []*schedv1alpha1.Reservation) error {
+	refused, err := r.createAll(ctx, rs)
+	r.unassume(refused...)
+	return err
+}
+
 // createConcurrency bounds the Reservation creates in flight for a booking.
 const createConcurrency = 8
 
 // createAll creates the booking's Reservations, several at a time; one
-// that exists already (an attempt resumed) is fine.
-func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservation) error {
+// that exists already (an attempt resumed) is fine. It returns the names
+// of those the API server refused outright (not those a timeout leaves in
+// doubt, nor those never tried after the first error).
+func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservation) ([]string, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(createConcurrency)
+	var (
+		mu      sync.Mutex
+		refused []string
+	)
 	for _, b := range rs {
 		g.Go(func() error {
-			if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("booking %s: %w", b.Name, err)
+			err := r.Client.Create(ctx, b)
+			if err == nil || apierrors.IsAlreadyExists(err) {
+				return nil
 			}
-			return nil
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+				mu.Lock()
+				refused = append(refused, b.Name)
+				mu.Unlock()
+			}
+			return fmt.Errorf("booking %s: %w", b.Name, err)
 		})
 	}
-	return g.Wait()
+	err := g.Wait()
+	return refused, err
 }
 
 // confirmBooking looks at the Reservations of the current attempt: all

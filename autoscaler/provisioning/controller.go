@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,6 +68,9 @@ type Reconciler struct {
 	// MaxPodsPerRequest bounds the pods of one request; a request asking
 	// for more Fails with TooManyPods (0: DefaultMaxPodsPerRequest).
 	MaxPodsPerRequest int
+	// Workers is how many requests are reconciled at once (0:
+	// DefaultWorkers).
+	Workers int
 	// ProcessorInstance, as cluster-autoscaler's
 	// --check-capacity-processor-instance: when set, the provisioner serves
 	// only the check-capacity requests whose processorInstance parameter
@@ -108,9 +112,11 @@ type Reconciler struct {
 // days after they were provisioned or failed.
 const DefaultFinishedRequestTTL = 7 * 24 * time.Hour
 
-// Workers is how many requests the controller reconciles at once; booking
-// itself is serialized (bookMu).
-const Workers = 4
+// DefaultWorkers is how many requests the controller reconciles at once
+// unless Reconciler.Workers says otherwise. Only the simulation of a
+// booking is serialized (bookMu); a reconcile spends most of its time
+// waiting for kube-apiserver (Reservations created, status written).
+const DefaultWorkers = 16
 
 // SetupWithManager registers the controller: it watches requests, their
 // bookings, classes, PodTemplates, evicted Kueue Workloads (once
@@ -126,7 +132,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
 		For(&provv1.ProvisioningRequest{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: Workers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultWorkers)}).
 		Watches(&schedv1alpha1.Reservation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			ns, name, err := cache.SplitMetaNamespaceKey(o.GetAnnotations()[AnnotationRequest])
 			if err != nil || ns == "" || name == "" {
@@ -141,7 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {
 				if p, ok := o.(*v1.Pod); ok {
-					return requestOfBookedPod(p)
+					return requestOfBoundPod(p)
 				}
 				return nil
 			})})

@@ -220,19 +220,30 @@ func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulat
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, pr.Namespace, want); err != nil {
 		return nil, err
 	}
+	todo, unschedulable, err := r.placeAgainAssumed(ctx, rq, want, index, round, end)
+	if err != nil || unschedulable != nil {
+		return unschedulable, err
+	}
+	return nil, r.createAssumed(ctx, todo)
+}
+
+// placeAgainAssumed is placeAgain's part under bookMu: the simulation, and
+// the booking it found room for, assumed, not created.
+func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) ([]*schedv1alpha1.Reservation, *simulator.Unschedulable, error) {
+	pr := rq.pr
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	placement, err := r.Simulator.Place(ctx, cluster, want)
 	var unschedulable *simulator.Unschedulable
 	if errors.As(err, &unschedulable) {
-		return unschedulable, nil
+		return nil, unschedulable, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("simulating: %w", err)
+		return nil, nil, fmt.Errorf("simulating: %w", err)
 	}
 	var todo []*schedv1alpha1.Reservation
 	for i, s := range want {
@@ -244,7 +255,7 @@ func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulat
 		}
 	}
 	r.assume(todo)
-	return nil, r.createAll(ctx, todo)
+	return todo, nil, nil
 }
 
 // grew reports whether pod requests more of a resource (named) than the

@@ -112,7 +112,7 @@ func (e *env) startProvisioner(opts ...func(*app.Options)) (stop func()) {
 	o := app.Options{SchedulerName: v1.DefaultSchedulerName,
 		LeaderElect: true, LeaderElectionNamespace: serviceAccountNamespace,
 		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true,
-		UpstreamClasses: true}
+		UpstreamClasses: true, Workers: provisioning.DefaultWorkers}
 	for _, f := range opts {
 		f(&o)
 	}
