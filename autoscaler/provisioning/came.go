@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -27,6 +28,10 @@ import (
 // the UID of AnnotationAllocated, for pods that have a node.
 const IndexPodBooking = "gantry.provisioning/booking"
 
+// IndexPodRequest indexes pods that have a node by the request their
+// consume annotation names: "<namespace>/<name>".
+const IndexPodRequest = "gantry.provisioning/request"
+
 // maxAllocationAnnotation bounds the allocation annotations the index
 // decodes: the scheduler writes about a hundred bytes; a longer value is a
 // tenant's, and is not read.
@@ -35,7 +40,18 @@ const maxAllocationAnnotation = 1024
 // PodIndexers are the indexers Reconciler.PodInformer carries (add them
 // before it starts).
 func PodIndexers() cache.Indexers {
-	return cache.Indexers{IndexPodBooking: podBookingIndex}
+	return cache.Indexers{IndexPodBooking: podBookingIndex, IndexPodRequest: podRequestIndex}
+}
+
+func podRequestIndex(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	if name := consumes(p); name != "" && len(name) <= validation.DNS1123SubdomainMaxLength {
+		return []string{p.Namespace + "/" + name}, nil
+	}
+	return nil, nil
 }
 
 func podBookingIndex(obj any) ([]string, error) {
@@ -105,13 +121,51 @@ func (r *Reconciler) cameTo(res *schedv1alpha1.Reservation) int {
 	return min(len(came), booked)
 }
 
-// requestOfBookedPod enqueues the request a pod bound into a booking
-// consumes, so that a booking whose pods all came ends even when no
-// Reservation status changes (every pod finished before the scheduler
-// recorded it).
-func requestOfBookedPod(p *v1.Pod) []reconcile.Request {
+// cameElsewhere counts the request's pods that were bound outside its
+// booking: pods of its namespace, created after it, that name it in their
+// consume annotation and were not bound into one of its Reservations
+// (bookings). Such a pod could not use its booking (a nodeSelector of its
+// own named another node, as Kueue's topology-aware scheduling gives its
+// pods) or the scheduler found it a better node; it took room of its own,
+// and the room booked for it is not needed any more. As with cameTo, a
+// tenant's forged pod can only end the tenant's own request early; the
+// count stops at limit.
+func (r *Reconciler) cameElsewhere(pr *provv1.ProvisioningRequest, bookings []schedv1alpha1.Reservation, limit int) int {
+	if r.PodInformer == nil || limit <= 0 {
+		return 0
+	}
+	objs, err := r.PodInformer.GetIndexer().ByIndex(IndexPodRequest, pr.Namespace+"/"+pr.Name)
+	if err != nil {
+		return 0
+	}
+	own := make(map[types.UID]bool, len(bookings))
+	for i := range bookings {
+		own[bookings[i].UID] = true
+		for _, o := range bookings[i].Status.CurrentOwners {
+			own[o.UID] = true
+		}
+	}
+	n := 0
+	for _, obj := range objs {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Namespace != pr.Namespace || own[p.UID] || own[allocatedTo(p)] ||
+			p.CreationTimestamp.Before(&pr.CreationTimestamp) {
+			continue
+		}
+		if n++; n == limit {
+			break
+		}
+	}
+	return n
+}
+
+// requestOfBoundPod enqueues the request a pod that has a node consumes, so
+// that a booking whose pods all came ends even when no Reservation status
+// changes (every pod finished before the scheduler recorded it, or was
+// bound outside the booking).
+func requestOfBoundPod(p *v1.Pod) []reconcile.Request {
 	name := consumes(p)
-	if name == "" || p.Spec.NodeName == "" || p.Annotations[schedv1alpha1.AnnotationAllocated] == "" {
+	if name == "" || p.Spec.NodeName == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: name}}}

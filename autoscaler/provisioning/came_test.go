@@ -93,28 +93,31 @@ func TestBookingEndsWhenItsPodsFinishedFirst(t *testing.T) {
 	}
 }
 
-// TestRequestOfBookedPod: a pod bound into a booking wakes the request it
-// consumes; a pod not bound, or bound without an allocation, or consuming
+// TestRequestOfBoundPod: a pod that has a node wakes the request it
+// consumes, bound into a booking or not; a pod not bound, or consuming
 // nothing, wakes none.
-func TestRequestOfBookedPod(t *testing.T) {
+func TestRequestOfBoundPod(t *testing.T) {
 	res := wrappers.MakeReservation("r").UID("res-1").Obj()
 	bound := boundInto(t, "p", "ns", "n1", "job", res)
-	if got := requestOfBookedPod(bound); len(got) != 1 || got[0].NamespacedName != (types.NamespacedName{Namespace: "ns", Name: "job"}) {
+	if got := requestOfBoundPod(bound); len(got) != 1 || got[0].NamespacedName != (types.NamespacedName{Namespace: "ns", Name: "job"}) {
 		t.Errorf("bound pod: %v, want ns/job", got)
 	}
 	legacy := bound.DeepCopy()
 	delete(legacy.Annotations, provv1.AnnotationConsume)
 	legacy.Annotations[provv1.AnnotationConsumeLegacy] = "old"
-	if got := requestOfBookedPod(legacy); len(got) != 1 || got[0].Name != "old" {
+	if got := requestOfBoundPod(legacy); len(got) != 1 || got[0].Name != "old" {
 		t.Errorf("legacy consume annotation: %v, want ns/old", got)
 	}
 	unbound := bound.DeepCopy()
 	unbound.Spec.NodeName = ""
 	unallocated := bound.DeepCopy()
 	delete(unallocated.Annotations, schedv1alpha1.AnnotationAllocated)
+	if got := requestOfBoundPod(unallocated); len(got) != 1 || got[0].Name != "job" {
+		t.Errorf("pod bound outside a booking: %v, want ns/job", got)
+	}
 	consumesNothing := wrappers.MakePod("q", "ns").NodeName("n1").Annotation(schedv1alpha1.AnnotationAllocated, "{}").Obj()
-	for name, p := range map[string]*v1.Pod{"unbound": unbound, "unallocated": unallocated, "consumes nothing": consumesNothing} {
-		if got := requestOfBookedPod(p); got != nil {
+	for name, p := range map[string]*v1.Pod{"unbound": unbound, "consumes nothing": consumesNothing} {
+		if got := requestOfBoundPod(p); got != nil {
 			t.Errorf("%s: %v, want none", name, got)
 		}
 	}
@@ -122,6 +125,66 @@ func TestRequestOfBookedPod(t *testing.T) {
 	huge.Annotations[schedv1alpha1.AnnotationAllocated] = `{"uid":"res-1","name":"` + strings.Repeat("x", maxAllocationAnnotation) + `"}`
 	if keys, _ := podBookingIndex(huge); keys != nil {
 		t.Errorf("an oversized allocation annotation was indexed: %v", keys)
+	}
+}
+
+// TestBookingEndsWhenItsPodsCameElsewhere: a booking of 3 pods on n1, one
+// of whose pods came to it while two were bound to n2 outside it (Kueue's
+// topology-aware scheduling gives pods a node of its choosing). Once the
+// third pod is bound, the request ends BookingExpired, reason
+// CapacityBookingConsumed, and the booking is released. A pod created
+// before the request, or of another namespace, does not count.
+func TestBookingEndsWhenItsPodsCameElsewhere(t *testing.T) {
+	ctx := context.Background()
+	created := metav1.NewTime(time.Now().Add(-time.Minute))
+	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 3).Obj()
+	pr.Finalizers = []string{Finalizer}
+	pr.CreationTimestamp = created
+	meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{Type: provv1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: provv1.ReasonCapacityIsFound})
+	res := booking(bookingName(pr.UID, 0, 0), pr)
+	res.UID = "res-1"
+	res.Annotations[AnnotationBookedPods] = "3"
+	res.Status.Phase, res.Status.NodeName = schedv1alpha1.ReservationAvailable, "n1"
+
+	r, c := fakeReconciler(t, time.Now(), pr, res)
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
+	r.PodInformer = informer
+	elsewhere := func(name, namespace string, at time.Time) *v1.Pod {
+		p := wrappers.MakePod(name, namespace).UID("pod-"+namespace+"-"+name).NodeName("n2").
+			Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
+		p.CreationTimestamp = metav1.NewTime(at)
+		return p
+	}
+	in := boundInto(t, "p0", "ns", "n1", "job", res)
+	in.CreationTimestamp = metav1.Now()
+	for _, p := range []*v1.Pod{
+		in,
+		elsewhere("p1", "ns", time.Now()),
+		elsewhere("earlier", "ns", created.Add(-time.Second)),
+		elsewhere("intruder", "other", time.Now()),
+	} {
+		if err := informer.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := watchBookingOnce(t, r, c, pr); meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired) != nil {
+		t.Fatalf("ended with 2 of 3 pods come: %+v", got.Status.Conditions)
+	}
+	if err := informer.GetIndexer().Add(elsewhere("p2", "ns", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	got := watchBookingOnce(t, r, c, pr)
+	cond := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired)
+	want := "all 3 pods of the request came: 1 to their booking, 2 to nodes outside it"
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonCapacityBookingConsumed || cond.Message != want {
+		t.Fatalf("BookingExpired %+v, want True, CapacityBookingConsumed, %q", cond, want)
+	}
+	left := &schedv1alpha1.ReservationList{}
+	if err := c.List(ctx, left); err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) != 0 {
+		t.Errorf("%d Reservations left after the booking was consumed, want none", len(left.Items))
 	}
 }
 

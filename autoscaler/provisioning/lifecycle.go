@@ -187,12 +187,20 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 	if lost := lostBookings(pr.UID, bookings, r.cameTo); lost.total > 0 {
 		return r.rebook(ctx, rq, bookings, lost)
 	}
+	want := rq.requestedPods()
+	elsewhere := 0
+	if st.total > 0 && int64(st.consumed) < want {
+		elsewhere = r.cameElsewhere(pr, bookings, int(want)-st.consumed)
+	}
 	switch {
 	case st.failed[schedv1alpha1.ReasonExpired] > 0:
 		msg := fmt.Sprintf("the booking expired after %s with %d of %d booked pods not started", rq.class.BookingDuration, st.total-st.consumed, st.total)
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonBookingExpired, v1.EventTypeWarning, msg)
-	case st.total > 0 && int64(st.consumed) >= rq.requestedPods():
+	case st.total > 0 && int64(st.consumed) >= want:
 		msg := fmt.Sprintf("all %d pods of the request came to their booking", st.consumed)
+		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
+	case st.total > 0 && int64(st.consumed+elsewhere) >= want:
+		msg := fmt.Sprintf("all %d pods of the request came: %d to their booking, %d to nodes outside it", want, st.consumed, elsewhere)
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
 	}
 	if why := r.evictedWorkload(ctx, pr); why != "" {

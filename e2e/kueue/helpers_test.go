@@ -36,6 +36,9 @@ const (
 	localQueueName = "queue"
 	// workloadPriorityLabel names a Job's WorkloadPriorityClass.
 	workloadPriorityLabel = "kueue.x-k8s.io/priority-class"
+	// requiredTopologyAnnotation names the topology level a Job's pods
+	// must fit in.
+	requiredTopologyAnnotation = "kueue.x-k8s.io/podset-required-topology"
 	// holdGate is the scheduling gate of jobOptions.gate.
 	holdGate = "e2e.gantry.dev/hold"
 	// The annotations of Gantry's kwok stages (kind/config/kwok/stages.yaml).
@@ -85,6 +88,10 @@ type queueOptions struct {
 	// preemption is the ClusterQueue's preemption (nil: Kueue's default,
 	// none).
 	preemption map[string]any
+	// topology names the Topology of the ResourceFlavor, which then covers
+	// the nodes of nodeLabels: Kueue's topology-aware scheduling.
+	topology   string
+	nodeLabels map[string]string
 }
 
 // queue makes, for the spec's namespace, a ResourceFlavor, a
@@ -94,7 +101,15 @@ type queueOptions struct {
 func (e *env) queue(ctx context.Context, o queueOptions) {
 	ginkgo.GinkgoHelper()
 	name := e.f.Namespace
-	e.create(ctx, kueueapi.ResourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}})
+	flavor := map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}}
+	if o.topology != "" {
+		labels := map[string]any{}
+		for k, v := range o.nodeLabels {
+			labels[k] = v
+		}
+		flavor["spec"] = map[string]any{"topologyName": o.topology, "nodeLabels": labels}
+	}
+	e.create(ctx, kueueapi.ResourceFlavors, flavor)
 	spec := map[string]any{"provisioningClassName": o.class, "managedResources": []any{"cpu"}}
 	if o.parameters != nil {
 		spec["parameters"] = o.parameters
@@ -134,6 +149,19 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	}).Should(gomega.Succeed())
 }
 
+// topology creates a Topology of the node labels given, highest level
+// first, for the spec, and returns its name.
+func (e *env) topology(ctx context.Context, levels ...string) string {
+	ginkgo.GinkgoHelper()
+	var ls []any
+	for _, l := range levels {
+		ls = append(ls, map[string]any{"nodeLabel": l})
+	}
+	name := e.f.Namespace
+	e.create(ctx, kueueapi.Topologies, map[string]any{"kind": "Topology", "metadata": map[string]any{"name": name}, "spec": map[string]any{"levels": ls}})
+	return name
+}
+
 // conditionStatus is the status of obj's condition typ, or "".
 func conditionStatus(obj *unstructured.Unstructured, typ string) string {
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
@@ -168,6 +196,9 @@ type jobOptions struct {
 	// per index, and fails the first pod of every index (kwok's stage
 	// gantry-pod-fail-first-attempt): the Job controller replaces each.
 	failFirstAttempt bool
+	// requiredTopology is the topology level (a node label) that Kueue's
+	// topology-aware scheduling must fit all the Job's pods in.
+	requiredTopology string
 }
 
 // job creates a Job in the suite's LocalQueue: Kueue's webhook suspends it
@@ -208,8 +239,12 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 			Template: v1.PodTemplateSpec{Spec: spec},
 		},
 	}
+	annotations := map[string]string{}
 	if o.runFor > 0 {
-		j.Spec.Template.Annotations = map[string]string{annotationRunFor: o.runFor.String()}
+		annotations[annotationRunFor] = o.runFor.String()
+	}
+	if o.requiredTopology != "" {
+		annotations[requiredTopologyAnnotation] = o.requiredTopology
 	}
 	if o.failFirstAttempt {
 		// The Job controller counts an index's failures in an annotation
@@ -217,7 +252,10 @@ func (e *env) job(ctx context.Context, name string, o jobOptions) *batchv1.Job {
 		j.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 		j.Spec.BackoffLimit = nil
 		j.Spec.BackoffLimitPerIndex = ptr.To[int32](1)
-		j.Spec.Template.Annotations = map[string]string{annotationFailFirstAttempt: "true"}
+		annotations[annotationFailFirstAttempt] = "true"
+	}
+	if len(annotations) > 0 {
+		j.Spec.Template.Annotations = annotations
 	}
 	created, err := e.f.Client.BatchV1().Jobs(e.f.Namespace).Create(ctx, j, metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())

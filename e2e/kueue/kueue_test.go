@@ -12,6 +12,7 @@ import (
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
@@ -163,6 +164,40 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
 			gomega.Expect(n.Labels).To(gomega.HaveKeyWithValue(nodegroups.LabelAttempt, attempt), "pod %s on node %s", p.Name, n.Name)
 		}
+		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+	})
+
+	ginkgo.It("admits a Job that must fit in one zone through Kueue's topology-aware scheduling after its booking, and ends the booking when the pods land where Kueue put them", func(ctx ginkgo.SpecContext) {
+		// The cluster's kwok nodes carry a zone and a hostname.
+		topology := e.topology(ctx, v1.LabelTopologyZone, v1.LabelHostname)
+		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100", topology: topology, nodeLabels: map[string]string{"type": "kwok"}})
+		const pods = 3
+		e.job(ctx, "tas", jobOptions{pods: pods, cpu: "100m", requiredTopology: v1.LabelTopologyZone})
+		e.waitJobsComplete(ctx, "tas")
+
+		// Kueue assigned the topology once the request was Provisioned (its
+		// delayed topology request), not when it reserved quota.
+		wl := e.workloadOf(ctx, "tas")
+		gomega.Expect(wl).NotTo(gomega.BeNil())
+		psas, _, _ := unstructured.NestedSlice(wl.Object, "status", "admission", "podSetAssignments")
+		gomega.Expect(psas).To(gomega.HaveLen(1), "Workload %s: %v", wl.GetName(), wl.Object["status"])
+		psa, _ := psas[0].(map[string]any)
+		gomega.Expect(psa).To(gomega.HaveKeyWithValue("delayedTopologyRequest", "Ready"), "pod set assignment")
+		levels, _, _ := unstructured.NestedStringSlice(psa, "topologyAssignment", "levels")
+		gomega.Expect(levels).To(gomega.ContainElement(v1.LabelHostname), "pod set assignment %v", psa)
+
+		// Kueue's ungater gave each pod its node by hostname, all in one zone.
+		list, err := f.Client.CoreV1().Pods(f.Namespace).List(ctx, metav1.ListOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(list.Items).To(gomega.HaveLen(pods))
+		zones := map[string]bool{}
+		for _, p := range list.Items {
+			gomega.Expect(p.Spec.NodeSelector).To(gomega.HaveKeyWithValue(v1.LabelHostname, p.Spec.NodeName), "pod %s", p.Name)
+			n, err := f.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "pod %s", p.Name)
+			zones[n.Labels[v1.LabelTopologyZone]] = true
+		}
+		gomega.Expect(zones).To(gomega.HaveLen(1), "zones of the Job's pods")
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 	})
 

@@ -96,6 +96,7 @@ var (
 	ProvisioningRequestConfigs = Resource("provisioningrequestconfigs")
 	Workloads                  = Resource("workloads")
 	WorkloadPriorityClasses    = Resource("workloadpriorityclasses")
+	Topologies                 = Resource("topologies")
 )
 
 // Frameworks are the integrations Kueue runs in a Gantry cluster.
