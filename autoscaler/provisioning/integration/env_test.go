@@ -109,14 +109,19 @@ func (e *env) asProvisioner() *rest.Config {
 func (e *env) startProvisioner(opts ...func(*app.Options)) (stop func()) {
 	_, ctx := ktesting.NewTestContext(e.t)
 	ctx, cancel := context.WithCancel(ctx)
+	defaults := app.NewOptions()
 	o := app.Options{SchedulerName: v1.DefaultSchedulerName,
 		LeaderElect: true, LeaderElectionNamespace: serviceAccountNamespace,
 		MetricsAddress: "0", HealthAddress: "0", PlacementTimeout: 10 * time.Second, SkipNameValidation: true,
-		UpstreamClasses: true, Workers: provisioning.DefaultWorkers}
+		UpstreamClasses: true, Workers: defaults.Workers, QPS: defaults.QPS, Burst: defaults.Burst}
 	for _, f := range opts {
 		f(&o)
 	}
-	mgr, err := app.New(ctx, e.asProvisioner(), o)
+	// The provisioner's client at its own limits (o.QPS, o.Burst), as
+	// deployed: app.New applies them only to a config that sets none.
+	cfg := e.asProvisioner()
+	cfg.QPS, cfg.Burst = 0, 0
+	mgr, err := app.New(ctx, cfg, o)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	e := newEnv(b)
 	e.CreateNodes(*throughputNodes, "32")
 	e.StartSchedulerQPS(schedtest.GantryProfile, 5000, 5000)
-	e.startProvisionerAtLimits(qps, burst)
+	e.startProvisioner(func(o *app.Options) { o.QPS, o.Burst = qps, burst })
 	e.template("default", "workers", "1")
 	fast := rest.CopyConfig(e.Config)
 	fast.QPS, fast.Burst = 5000, 5000
@@ -188,22 +188,6 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	b.Logf("%d requests of %d pods on %d nodes at client QPS %g burst %d (a PodTemplate each: %t): %.1f decisions/s over %.2f s, %d failed, %.1f reconciles a request; first seen → decided ms %v; created → decided ms %v; created → first seen ms %v",
 		requests, throughputPods, *throughputNodes, qps, burst, ownTemplates, res.PerSecond, res.WindowS, res.Failed, res.ReconcilesPerRequest, res.Decide, res.Created, res.Queued)
 	return res
-}
-
-// startProvisionerAtLimits is startProvisioner with the provisioner's
-// client limited to qps and burst, as gantry-provisioner's --kube-api-qps
-// and --kube-api-burst limit it: app.New applies Options.QPS and Burst
-// only to a rest config that sets none, and asProvisioner's copies the
-// env's (QPS 200, burst 400), so the env's config goes without limits
-// while the provisioner is built.
-func (e *env) startProvisionerAtLimits(qps float32, burst int) {
-	e.t.Helper()
-	cfg := e.Config
-	unlimited := rest.CopyConfig(cfg)
-	unlimited.QPS, unlimited.Burst = 0, 0
-	e.Config = unlimited
-	defer func() { e.Config = cfg }()
-	e.startProvisioner(func(o *app.Options) { o.QPS, o.Burst = qps, burst })
 }
 
 // decisions records, from an informer of the benchmark's own, when each
