@@ -417,3 +417,12 @@ func (e *env) expectBookedAt(ctx context.Context, name string, o jobOptions, pri
 	e.waitJobsComplete(ctx, name)
 	e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
 }
+
+// nodesOf are the nodes of pods, one entry a pod.
+func nodesOf(pods []v1.Pod) []string {
+	out := make([]string, 0, len(pods))
+	for _, p := range pods {
+		out = append(out, p.Spec.NodeName)
+	}
+	return out
+}

@@ -18,7 +18,9 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -171,8 +173,31 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		// The cluster's kwok nodes carry a zone and a hostname.
 		topology := e.topology(ctx, v1.LabelTopologyZone, v1.LabelHostname)
 		e.queue(ctx, queueOptions{class: provv1.ClassCheckCapacity, cpu: "100", topology: topology, nodeLabels: map[string]string{"type": "kwok"}})
+		// Kueue's topology-aware scheduling does not see Reservations. One
+		// holding all of the first kwok node, which Kueue picks on an
+		// idle cluster, sends the booking elsewhere, while Kueue still gives
+		// the pods a node of its own choosing; it goes once the request is
+		// Provisioned, and the pods then fit there.
+		first := nodes.NamePrefix + "0"
+		blocker := f.CreateReservation(ctx, wrappers.MakeReservation("blocker", "cpu", "4").NodeName(first).OwnerPod(f.Namespace, "never"))
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			r, err := f.Gantry.SchedulingV1alpha1().Reservations().Get(ctx, blocker.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			g.Expect(r.Status.Phase).To(gomega.Equal(schedv1alpha1.ReservationAvailable))
+		}).Should(gomega.Succeed())
 		const pods = 3
 		e.job(ctx, "tas", jobOptions{pods: pods, cpu: "100m", requiredTopology: v1.LabelTopologyZone})
+		booked := map[string]bool{}
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			prs := e.requests(ctx)
+			g.Expect(prs).To(gomega.HaveLen(1))
+			g.Expect(meta.IsStatusConditionTrue(prs[0].Status.Conditions, provv1.ConditionProvisioned)).To(gomega.BeTrue(), "request %s: %v", prs[0].Name, prs[0].Status.Conditions)
+			for _, r := range e.reservations(ctx) {
+				booked[r.Status.NodeName] = true
+			}
+		}).Should(gomega.Succeed())
+		gomega.Expect(booked).NotTo(gomega.HaveKey(first), "the booking is on the blocked node")
+		gomega.Expect(f.Gantry.SchedulingV1alpha1().Reservations().Delete(ctx, blocker.Name, metav1.DeleteOptions{})).To(gomega.Succeed())
 		e.waitJobsComplete(ctx, "tas")
 
 		// Kueue assigned the topology once the request was Provisioned (its
@@ -198,7 +223,18 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 			zones[n.Labels[v1.LabelTopologyZone]] = true
 		}
 		gomega.Expect(zones).To(gomega.HaveLen(1), "zones of the Job's pods")
+		outside := 0
+		for _, p := range list.Items {
+			if !booked[p.Spec.NodeName] {
+				outside++
+			}
+		}
+		gomega.Expect(outside).To(gomega.BeNumerically(">", 0), "Kueue put every pod on a booked node (%v): nothing shows a pod outside its booking ends it", booked)
 		e.expectBookingsEnded(ctx, 1, provisioning.ReasonCapacityBookingConsumed)
+		pr := e.requests(ctx)[0]
+		ended := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionBookingExpired).Message
+		gomega.Expect(ended).To(gomega.ContainSubstring(fmt.Sprintf("%d to nodes outside it", outside)), "request %s", pr.Name)
+		ginkgo.GinkgoWriter.Printf("booked on %v, pods on %v; request %s: %s\n", booked, nodesOf(list.Items), pr.Name, ended)
 	})
 
 	ginkgo.It("passes the scale-up attempt to the Job's pods as a nodeSelector (podSetUpdates), and the pods land on that attempt's nodes", func(ctx ginkgo.SpecContext) {
