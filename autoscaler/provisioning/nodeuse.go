@@ -99,7 +99,9 @@ func (r *Reconciler) BookedNodes(ctx context.Context, live bool, except types.UI
 func (r *Reconciler) InFlightAttempts(ctx context.Context, except types.UID) (map[string]bool, error) {
 	var list provv1.ProvisioningRequestList
 	out := map[string]bool{}
-	if err := r.Client.List(ctx, &list); CRDMissing(err) {
+	// Read only: the cache's own objects, not copies (every simulation
+	// lists them all).
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); CRDMissing(err) {
 		// No request exists without the ProvisioningRequest CRD.
 		return out, nil
 	} else if err != nil {
