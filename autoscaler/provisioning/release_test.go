@@ -2,9 +2,11 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -103,5 +105,35 @@ func TestOrphanedBookingsOfAnEarlierRequest(t *testing.T) {
 	}
 	if len(names) != 1 || names[0] != "own" {
 		t.Errorf("Reservations left: %v, want only the current request's (own)", names)
+	}
+}
+
+// TestRefusedBookingIsNotAssumed: a booking is assumed before it is created
+// (outside bookMu); a Reservation the API server refuses is forgotten, so
+// that no later simulation counts room nobody holds, while the others stay
+// assumed until the cache shows them.
+func TestRefusedBookingIsNotAssumed(t *testing.T) {
+	ctx := context.Background()
+	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").Obj()
+	r, c := fakeReconciler(t, time.Now())
+	r.Client = interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetName() == "refused" {
+				return apierrors.NewInvalid(schedv1alpha1.SchemeGroupVersion.WithKind("Reservation").GroupKind(), obj.GetName(), nil)
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	todo := []*schedv1alpha1.Reservation{booking("accepted", pr), booking("refused", pr)}
+	r.assume(todo)
+	if err := r.createAssumed(ctx, todo); err == nil || !apierrors.IsInvalid(errors.Unwrap(err)) {
+		t.Fatalf("createAssumed: %v, want the refusal", err)
+	}
+	var assumed []string
+	for _, res := range r.withAssumed(nil) {
+		assumed = append(assumed, res.Name)
+	}
+	if len(assumed) != 1 || assumed[0] != "accepted" {
+		t.Errorf("assumed after the refusal: %v, want [accepted]", assumed)
 	}
 }
