@@ -38,10 +38,10 @@
 //     where an attempt or the request ends.
 //   - snapshot.go: the cluster a simulation starts from, and the request's
 //     pod sets as pods.
-//   - booking.go: what a booking is, simulating and booking under bookMu
-//     (with the quota check of package quota and the priorities of package
-//     priority), confirming a booking, and the Reservations assumed until
-//     the cache shows them.
+//   - booking.go: what a booking is, simulating under bookMu (with the
+//     quota check of package quota and the priorities of package priority)
+//     and assuming the booking there, creating it after, confirming a
+//     booking, and the Reservations assumed until the cache shows them.
 //   - rebook.go: a Provisioned request whose booked capacity went away
 //     (node deleted, Reservation preempted) booked again elsewhere before
 //     it is CapacityRevoked.
