@@ -145,6 +145,8 @@ func (r *Reconciler) cameElsewhere(pr *provv1.ProvisioningRequest, bookings []sc
 			own[o.UID] = true
 		}
 	}
+	// A pod bound into no Reservation has no allocation UID.
+	delete(own, "")
 	n := 0
 	for _, obj := range objs {
 		p, ok := obj.(*v1.Pod)
