@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -432,7 +431,7 @@ func describeDisagreement(f nodeFree, probes []*probe, snap *snapshot) string {
 		fmt.Fprintf(&b, "\n  reservation %s: %s", r.Name, describeReservation(r))
 		for j := range snap.pods {
 			p := &snap.pods[j]
-			if allocationOf(p) == r.UID {
+			if provisioning.AllocatedTo(p) == r.UID {
 				fmt.Fprintf(&b, "\n    pod %s/%s bound into it: %s on %s, requests %s", p.Namespace, p.Name, phaseOf(p), p.Spec.NodeName, describeList(podRequests(p)))
 			}
 		}
@@ -526,20 +525,6 @@ func milli(m int64) string { return resource.NewMilliQuantity(m, resource.Decima
 
 func bytesOf(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
 
-// allocationOf is the UID of the Reservation a pod's allocation annotation
-// (written by the scheduler at bind) names, "" for none.
-func allocationOf(p *v1.Pod) types.UID {
-	v := p.Annotations[schedv1alpha1.AnnotationAllocated]
-	if v == "" {
-		return ""
-	}
-	var a schedv1alpha1.ReservationAllocation
-	if err := json.Unmarshal([]byte(v), &a); err != nil {
-		return ""
-	}
-	return a.UID
-}
-
 func terminal(p *v1.Pod) bool {
 	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
 }
@@ -566,7 +551,7 @@ func liveOwners(r *schedv1alpha1.Reservation, pods []v1.Pod) []types.UID {
 	var out []types.UID
 	for i := range pods {
 		p := &pods[i]
-		if allocationOf(p) == r.UID && p.Spec.NodeName != "" && p.Spec.NodeName == r.Status.NodeName &&
+		if provisioning.AllocatedTo(p) == r.UID && p.Spec.NodeName != "" && p.Spec.NodeName == r.Status.NodeName &&
 			!terminal(p) && p.DeletionTimestamp == nil && ownedBy(r, p) {
 			out = append(out, p.UID)
 		}

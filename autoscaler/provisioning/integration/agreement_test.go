@@ -481,7 +481,7 @@ func (r *round) applyFates(ctx context.Context, pods []v1.Pod, st *roundStats) {
 			st.plain[what]++
 			continue
 		}
-		b := r.bookings[allocationOf(p)]
+		b := r.bookings[provisioning.AllocatedTo(p)]
 		switch {
 		case b == nil:
 			st.owners[what+" outside bookings"]++
@@ -572,7 +572,7 @@ func TestAgreementSharedBookingOwnersGone(t *testing.T) {
 		must(err)
 	}
 	for _, p := range e.waitPods(ctx, ns) {
-		if allocationOf(&p) != res.UID {
+		if provisioning.AllocatedTo(&p) != res.UID {
 			t.Fatalf("pod %s was not bound into the booking: %s", p.Name, util.DescribePod(&p))
 		}
 		must(e.setPhase(ctx, ns, p.Name, v1.PodRunning))
