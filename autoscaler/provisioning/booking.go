@@ -517,7 +517,9 @@ func oldest(rs []schedv1alpha1.Reservation) time.Time {
 const assumeFor = time.Minute
 
 // assume records Reservations being created, for the simulations that run
-// before the cache shows them.
+// before the cache shows them. It keeps copies: the create writes the API
+// server's answer into the object it sends, while other workers' simulations
+// read what was assumed.
 func (r *Reconciler) assume(rs []*schedv1alpha1.Reservation) {
 	r.assumedMu.Lock()
 	defer r.assumedMu.Unlock()
@@ -526,7 +528,7 @@ func (r *Reconciler) assume(rs []*schedv1alpha1.Reservation) {
 	}
 	now := r.Clock.Now()
 	for _, res := range rs {
-		r.assumed[res.Name] = assumedReservation{res: res, at: now}
+		r.assumed[res.Name] = assumedReservation{res: res.DeepCopy(), at: now}
 	}
 }
 

@@ -93,6 +93,13 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 	if len(bookings) > 0 {
 		return r.confirmBooking(ctx, rq, bookings)
 	}
+	if r.assumedNotCached(pr.UID, nil) > 0 {
+		// Its booking was created a moment ago and the cache does not show
+		// it yet (the request's own status write can come back first):
+		// simulating again would book the request twice, under the same
+		// Reservation names. Its Reservations' events wake it.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	// Or, for an atomic class, its nodes are being added (scaleup.go).
 	if rq.scaleUpInFlight() {
 		return r.followScaleUp(ctx, rq)
