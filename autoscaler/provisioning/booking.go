@@ -1,6 +1,7 @@
 package provisioning
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -214,15 +215,23 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 		}
 		return r.notFound(ctx, rq, u.Error())
 	}
-	pr := rq.pr
-	msg := fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", countPods(rq.sets), sim.nodes)
 	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(rq.sets), "nodes", sim.nodes)
-	r.Recorder.Event(pr, v1.EventTypeNormal, ReasonBooking, msg)
-	rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, msg)
-	if err := r.writeStatus(ctx, rq); err != nil {
-		return reconcile.Result{}, err
-	}
+	r.Recorder.Event(rq.pr, v1.EventTypeNormal, ReasonBooking, bookingMessage(countPods(rq.sets), sim.nodes))
+	// Nothing is written yet: the booking's Reservations record the
+	// attempt, and their events bring the request back to confirm it
+	// (confirmBooking). Most are placed at once, and the status is written
+	// once, Provisioned; one still not placed after bookingReportAfter is
+	// reported as being booked.
 	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
+}
+
+// bookingReportAfter is how long a booking may be placed before the
+// request's status says it is being booked (Provisioned=False, reason
+// BookingCapacity).
+const bookingReportAfter = 2 * time.Second
+
+func bookingMessage(pods, nodes int) string {
+	return fmt.Sprintf("capacity found for %d pods on %d nodes; booking it", pods, nodes)
 }
 
 // simulation is what placeAndBook came to: either a booking created on
@@ -479,7 +488,15 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	if len(st.failed) == 0 && st.total == want && waited < r.PlacementTimeout {
-		return reconcile.Result{RequeueAfter: r.PlacementTimeout - waited}, nil
+		next := r.PlacementTimeout - waited
+		if waited < bookingReportAfter {
+			next = min(next, bookingReportAfter-waited)
+		} else if rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, bookingMessage(want, bookedNodes(bookings))) {
+			if err := r.writeStatus(ctx, rq); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: next}, nil
 	}
 	why := fmt.Sprintf("%d of %d booked pods were not placed within %s", st.pending, want, r.PlacementTimeout)
 	if st.unschedulable != "" {
@@ -500,6 +517,15 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 		return reconcile.Result{}, err
 	}
 	return r.attemptFailed(ctx, rq, why)
+}
+
+// bookedNodes is how many nodes a booking's Reservations are for.
+func bookedNodes(rs []schedv1alpha1.Reservation) int {
+	nodes := map[string]bool{}
+	for i := range rs {
+		nodes[cmp.Or(rs[i].Status.NodeName, rs[i].Spec.Template.NodeName)] = true
+	}
+	return len(nodes)
 }
 
 func oldest(rs []schedv1alpha1.Reservation) time.Time {

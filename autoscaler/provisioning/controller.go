@@ -412,13 +412,21 @@ func (r *Reconciler) bookings(ctx context.Context, pr *provv1.ProvisioningReques
 	return list.Items, nil
 }
 
-// writeStatus writes the request's status as its steps have set it.
+// writeStatus writes the request's status as its steps have set it, and
+// records the events of the conditions it carries for the first time.
 func (r *Reconciler) writeStatus(ctx context.Context, rq *request) error {
 	err := r.Client.Status().Update(ctx, rq.pr)
 	if apierrors.IsConflict(err) {
 		return errRetry
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	for _, e := range rq.onWritten {
+		r.Recorder.Event(rq.pr, e.typ, e.reason, e.msg)
+	}
+	rq.onWritten = nil
+	return nil
 }
 
 var errRetry = errors.New("the request changed meanwhile; retrying")

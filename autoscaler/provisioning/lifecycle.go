@@ -75,13 +75,14 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 	for _, why := range params.Ignored {
 		accepted += "; " + why
 	}
+	// Accepted is written with the request's next status write (in the
+	// common case the one that says Provisioned), and its events recorded
+	// then: not a write of its own on every request.
 	if rq.setCondition(provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, accepted) {
-		r.Recorder.Eventf(pr, v1.EventTypeNormal, ReasonAccepted, "Checking capacity for %d pods (class %s)", countPods(sets), class.Name)
+		rq.onWritten = append(rq.onWritten, requestEvent{v1.EventTypeNormal, ReasonAccepted,
+			fmt.Sprintf("Checking capacity for %d pods (class %s)", countPods(sets), class.Name)})
 		for _, why := range params.Ignored {
-			r.Recorder.Event(pr, v1.EventTypeWarning, ReasonInvalidParameter, why)
-		}
-		if err := r.writeStatus(ctx, rq); err != nil {
-			return reconcile.Result{}, err
+			rq.onWritten = append(rq.onWritten, requestEvent{v1.EventTypeWarning, ReasonInvalidParameter, why})
 		}
 	}
 

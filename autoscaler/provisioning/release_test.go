@@ -4,18 +4,21 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
-	st "k8s.io/kubernetes/pkg/scheduler/testing"
-	"k8s.io/utils/clock"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/clock"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -231,5 +234,81 @@ func TestAssumedBookingIsACopy(t *testing.T) {
 	if len(got) != 1 || got[0].Spec.Template.NodeName != "n1" || got[0].Spec.Template.Requests.Cpu().IsZero() {
 		t.Errorf("assumed %d bookings, the first on node %q with requests %v; want the booking as it was assumed (node n1, 1 CPU)",
 			len(got), got[0].Spec.Template.NodeName, got[0].Spec.Template.Requests)
+	}
+}
+
+// TestStatusWrittenOnceWhenPlacedAtOnce: a booking the scheduler places
+// at once costs the request one status write, Provisioned with Accepted;
+// one still not placed after bookingReportAfter is reported as being
+// booked. The Accepted event is recorded once, when the condition is
+// written.
+func TestStatusWrittenOnceWhenPlacedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now().Truncate(time.Second) // what a creation timestamp keeps
+	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 2).Obj()
+	pr.Finalizers = []string{Finalizer}
+	tmpl := wrappers.MakePodTemplate("tmpl", "ns").Requests("cpu", "1").Obj()
+	res := booking(bookingName(pr.UID, 0, 0), pr)
+	res.Annotations[AnnotationBookedPods] = "2"
+	res.Spec.Template.NodeName = "n1"
+	res.CreationTimestamp = metav1.NewTime(start)
+	r, c := fakeReconciler(t, start, pr, tmpl, res)
+	clk := r.Clock.(*testingclock.FakeClock)
+	r.PlacementTimeout = time.Minute
+	key := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pr)}
+	reconcileAt := func(at time.Duration) (reconcile.Result, *provv1.ProvisioningRequest, []string) {
+		t.Helper()
+		clk.SetTime(start.Add(at))
+		result, err := r.Reconcile(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got provv1.ProvisioningRequest
+		if err := c.Get(ctx, key.NamespacedName, &got); err != nil {
+			t.Fatal(err)
+		}
+		var events []string
+		for rec := r.Recorder.(*record.FakeRecorder); len(rec.Events) > 0; {
+			events = append(events, <-rec.Events)
+		}
+		return result, &got, events
+	}
+
+	// Not placed yet, 1 s after the booking: nothing written.
+	result, got, events := reconcileAt(time.Second)
+	if len(got.Status.Conditions) != 0 || len(events) != 0 {
+		t.Errorf("1 s after booking: conditions %v, events %v; want none yet", got.Status.Conditions, events)
+	}
+	if want := bookingReportAfter - time.Second; result.RequeueAfter != want {
+		t.Errorf("1 s after booking: requeue after %v, want %v", result.RequeueAfter, want)
+	}
+	// Still not placed at bookingReportAfter: reported, Accepted with it.
+	_, got, events = reconcileAt(bookingReportAfter)
+	if c := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionProvisioned); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonBooking {
+		t.Errorf("at %v: Provisioned %+v, want False/%s", bookingReportAfter, c, ReasonBooking)
+	}
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionAccepted) {
+		t.Errorf("at %v: not Accepted: %v", bookingReportAfter, got.Status.Conditions)
+	}
+	if len(events) != 1 || !strings.Contains(events[0], ReasonAccepted) {
+		t.Errorf("at %v: events %v, want the Accepted event once", bookingReportAfter, events)
+	}
+	// Placed: Provisioned, no second Accepted event.
+	placed := &schedv1alpha1.Reservation{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(res), placed); err != nil {
+		t.Fatal(err)
+	}
+	placed.Status.Phase, placed.Status.NodeName = schedv1alpha1.ReservationAvailable, "n1"
+	if err := c.Update(ctx, placed); err != nil {
+		t.Fatal(err)
+	}
+	_, got, events = reconcileAt(bookingReportAfter + time.Second)
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned) {
+		t.Errorf("placed: not Provisioned: %v", got.Status.Conditions)
+	}
+	for _, e := range events {
+		if strings.Contains(e, ReasonAccepted) {
+			t.Errorf("placed: the Accepted event again: %v", events)
+		}
 	}
 }

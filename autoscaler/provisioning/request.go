@@ -35,7 +35,13 @@ type request struct {
 	// checkQuota: placeAndBook checks the namespace's quotas before it
 	// books (a new attempt; not a scale-up's nodes becoming Ready).
 	checkQuota bool
+	// onWritten are events to record once the status is written: those of
+	// conditions set in memory and carried by the next status write.
+	onWritten []requestEvent
 }
+
+// requestEvent is an event about the request.
+type requestEvent struct{ typ, reason, msg string }
 
 // newRequest is pr being served; its class and what serve reads come
 // later.

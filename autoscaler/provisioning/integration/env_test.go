@@ -442,8 +442,8 @@ func gauge(t *testing.T, name string) float64 {
 }
 
 // counterSum is the sum over a counter's series in the provisioner's
-// registry.
-func counterSum(t *testing.T, name string) float64 {
+// registry (controller-runtime's: the scheduler does not use it).
+func counterSum(t testing.TB, name string) float64 {
 	t.Helper()
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {

@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -16,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
@@ -45,23 +46,12 @@ const ThroughputFile = "provisioner-throughput.jsonl"
 // recorded in ThroughputFile.
 type throughputResult = benchutil.ProvisionerThroughput
 
-// reconciles is the sum of controller_runtime_reconcile_total in this
-// process's controller-runtime registry: the provisioner's reconciles
-// (the scheduler does not use controller-runtime).
-func reconciles() float64 {
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		return 0
-	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() == "controller_runtime_reconcile_total" {
-			for _, m := range f.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+// reconciles is the provisioner's reconciles; notPlaced its booked pods
+// that the scheduler did not place.
+func reconciles(b *testing.B) float64 { return counterSum(b, "controller_runtime_reconcile_total") }
+
+func notPlaced(b *testing.B) float64 {
+	return counterSum(b, "gantry_provisioning_booked_pods_not_placed_total")
 }
 
 // BenchmarkCheckCapacityThroughput: how many check-capacity requests the
@@ -113,6 +103,7 @@ func BenchmarkCheckCapacityThroughput(b *testing.B) {
 				b.ReportMetric(res.Decide["p99"], "decide-p99-ms")
 				b.ReportMetric(res.Created["p99"], "created-to-decided-p99-ms")
 				b.ReportMetric(float64(res.Failed), "failed")
+				b.ReportMetric(*res.NotPlaced, "booked-pods-not-placed")
 				if err := benchutil.AppendJSON(ThroughputFile, res); err != nil {
 					b.Fatal(err)
 				}
@@ -125,6 +116,10 @@ func BenchmarkCheckCapacityThroughput(b *testing.B) {
 // runs on.
 var throughputNodes = flag.Int("throughput-nodes", 500, "nodes of BenchmarkCheckCapacityThroughput")
 
+// throughputWorkers is the provisioner's --concurrent-provisioning-request-syncs
+// in BenchmarkCheckCapacityThroughput (0: its default).
+var throughputWorkers = flag.Int("throughput-workers", 0, "requests the provisioner reconciles at once in BenchmarkCheckCapacityThroughput (0: its default)")
+
 // throughputPods is the pods of each request.
 const throughputPods = 10
 
@@ -133,7 +128,12 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	e := newEnv(b)
 	e.CreateNodes(*throughputNodes, "32")
 	e.StartSchedulerQPS(schedtest.GantryProfile, 5000, 5000)
-	e.startProvisioner(func(o *app.Options) { o.QPS, o.Burst = qps, burst })
+	e.startProvisioner(func(o *app.Options) {
+		o.QPS, o.Burst = qps, burst
+		if *throughputWorkers > 0 {
+			o.Workers = *throughputWorkers
+		}
+	})
 	e.template("default", "workers", "1")
 	fast := rest.CopyConfig(e.Config)
 	fast.QPS, fast.Burst = 5000, 5000
@@ -152,7 +152,7 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	}
 
 	fastClient := kubernetes.NewForConfigOrDie(fast)
-	reconcilesBefore := reconciles()
+	reconcilesBefore, notPlacedBefore := reconciles(b), notPlaced(b)
 
 	b.StartTimer()
 	benchutil.InParallel(b, requests, 16, func(i int) error {
@@ -184,9 +184,11 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	}
 	res := rec.result()
 	res.QPS, res.Burst, res.Nodes, res.Requests, res.Pods = qps, burst, *throughputNodes, requests, throughputPods
-	res.ReconcilesPerRequest = (reconciles() - reconcilesBefore) / float64(requests)
-	b.Logf("%d requests of %d pods on %d nodes at client QPS %g burst %d (a PodTemplate each: %t): %.1f decisions/s over %.2f s, %d failed, %.1f reconciles a request; first seen → decided ms %v; created → decided ms %v; created → first seen ms %v",
-		requests, throughputPods, *throughputNodes, qps, burst, ownTemplates, res.PerSecond, res.WindowS, res.Failed, res.ReconcilesPerRequest, res.Decide, res.Created, res.Queued)
+	res.ReconcilesPerRequest = (reconciles(b) - reconcilesBefore) / float64(requests)
+	res.NotPlaced = ptr.To(notPlaced(b) - notPlacedBefore)
+	res.Workers = cmp.Or(*throughputWorkers, app.NewOptions().Workers)
+	b.Logf("%d requests of %d pods on %d nodes at client QPS %g burst %d, %d workers (a PodTemplate each: %t): %.1f decisions/s over %.2f s, %d failed, %g booked pods not placed, %.1f reconciles a request; first seen → decided ms %v; created → decided ms %v; created → first seen ms %v",
+		requests, throughputPods, *throughputNodes, qps, burst, res.Workers, ownTemplates, res.PerSecond, res.WindowS, res.Failed, *res.NotPlaced, res.ReconcilesPerRequest, res.Decide, res.Created, res.Queued)
 	return res
 }
 

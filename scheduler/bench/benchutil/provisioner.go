@@ -29,4 +29,11 @@ type ProvisionerThroughput struct {
 	// (controller-runtime's controller_runtime_reconcile_total, every
 	// result), per request.
 	ReconcilesPerRequest float64 `json:"reconcilesPerRequest"`
+	// Workers is the provisioner's --concurrent-provisioning-request-syncs.
+	Workers int `json:"workers,omitempty"`
+	// NotPlaced is how many booked pods the scheduler did not place
+	// although the simulation had found room for them
+	// (gantry_provisioning_booked_pods_not_placed_total while measured);
+	// nil when the run did not record it.
+	NotPlaced *float64 `json:"bookedPodsNotPlaced,omitempty"`
 }
