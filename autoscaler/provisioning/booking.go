@@ -216,12 +216,11 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 		return r.notFound(ctx, rq, u.Error())
 	}
 	klog.FromContext(ctx).V(2).Info("Booking", "pods", countPods(rq.sets), "nodes", sim.nodes)
-	r.Recorder.Event(rq.pr, v1.EventTypeNormal, ReasonBooking, bookingMessage(countPods(rq.sets), sim.nodes))
 	// Nothing is written yet: the booking's Reservations record the
 	// attempt, and their events bring the request back to confirm it
 	// (confirmBooking). Most are placed at once, and the status is written
-	// once, Provisioned; one still not placed after bookingReportAfter is
-	// reported as being booked.
+	// once, Provisioned, with its event; one still not placed after
+	// bookingReportAfter is reported as being booked (condition and event).
 	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
 }
 
@@ -491,7 +490,8 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 		next := r.PlacementTimeout - waited
 		if waited < bookingReportAfter {
 			next = min(next, bookingReportAfter-waited)
-		} else if rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, bookingMessage(want, bookedNodes(bookings))) {
+		} else if msg := bookingMessage(want, bookedNodes(bookings)); rq.setCondition(provv1.ConditionProvisioned, metav1.ConditionFalse, ReasonBooking, msg) {
+			rq.onWritten = append(rq.onWritten, requestEvent{v1.EventTypeNormal, ReasonBooking, msg})
 			if err := r.writeStatus(ctx, rq); err != nil {
 				return reconcile.Result{}, err
 			}

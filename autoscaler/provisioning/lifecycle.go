@@ -76,11 +76,10 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 		accepted += "; " + why
 	}
 	// Accepted is written with the request's next status write (in the
-	// common case the one that says Provisioned), and its events recorded
-	// then: not a write of its own on every request.
+	// common case the one that says Provisioned), not in a write of its
+	// own; the warnings about ignored parameters are recorded then. The
+	// condition needs no event of its own: the decision has one.
 	if rq.setCondition(provv1.ConditionAccepted, metav1.ConditionTrue, ReasonAccepted, accepted) {
-		rq.onWritten = append(rq.onWritten, requestEvent{v1.EventTypeNormal, ReasonAccepted,
-			fmt.Sprintf("Checking capacity for %d pods (class %s)", countPods(sets), class.Name)})
 		for _, why := range params.Ignored {
 			rq.onWritten = append(rq.onWritten, requestEvent{v1.EventTypeWarning, ReasonInvalidParameter, why})
 		}

@@ -237,12 +237,11 @@ func TestAssumedBookingIsACopy(t *testing.T) {
 	}
 }
 
-// TestStatusWrittenOnceWhenPlacedAtOnce: a booking the scheduler places
-// at once costs the request one status write, Provisioned with Accepted;
-// one still not placed after bookingReportAfter is reported as being
-// booked. The Accepted event is recorded once, when the condition is
-// written.
-func TestStatusWrittenOnceWhenPlacedAtOnce(t *testing.T) {
+// TestBookingStatusWrites: a booking the scheduler places
+// at once costs the request one status write, Provisioned with Accepted,
+// and one event; one still not placed after bookingReportAfter is reported
+// as being booked, condition and event, once.
+func TestBookingStatusWrites(t *testing.T) {
 	ctx := context.Background()
 	start := time.Now().Truncate(time.Second) // what a creation timestamp keeps
 	pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 2).Obj()
@@ -290,8 +289,8 @@ func TestStatusWrittenOnceWhenPlacedAtOnce(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionAccepted) {
 		t.Errorf("at %v: not Accepted: %v", bookingReportAfter, got.Status.Conditions)
 	}
-	if len(events) != 1 || !strings.Contains(events[0], ReasonAccepted) {
-		t.Errorf("at %v: events %v, want the Accepted event once", bookingReportAfter, events)
+	if len(events) != 1 || !strings.Contains(events[0], ReasonBooking) {
+		t.Errorf("at %v: events %v, want the %s event once", bookingReportAfter, events, ReasonBooking)
 	}
 	// Placed: Provisioned, no second Accepted event.
 	placed := &schedv1alpha1.Reservation{}
@@ -306,9 +305,7 @@ func TestStatusWrittenOnceWhenPlacedAtOnce(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned) {
 		t.Errorf("placed: not Provisioned: %v", got.Status.Conditions)
 	}
-	for _, e := range events {
-		if strings.Contains(e, ReasonAccepted) {
-			t.Errorf("placed: the Accepted event again: %v", events)
-		}
+	if len(events) != 1 || !strings.Contains(events[0], provv1.ReasonCapacityIsFound) {
+		t.Errorf("placed: events %v, want %s once", events, provv1.ReasonCapacityIsFound)
 	}
 }

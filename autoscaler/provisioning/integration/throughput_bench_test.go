@@ -4,6 +4,9 @@ package integration
 
 import (
 	"cmp"
+	"os"
+	"sort"
+	"strings"
 	"context"
 	"flag"
 	"fmt"
@@ -154,6 +157,30 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	fastClient := kubernetes.NewForConfigOrDie(fast)
 	reconcilesBefore, notPlacedBefore := reconciles(b), notPlaced(b)
 
+	tempScrape := func() map[string]float64 {
+		raw, _ := e.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+		out := map[string]float64{}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if !strings.HasPrefix(line, "apiserver_request_total{") {
+				continue
+			}
+			i := strings.LastIndex(line, " ")
+			var v float64
+			fmt.Sscan(line[i+1:], &v)
+			lbl := line[:i]
+			get := func(k string) string {
+				j := strings.Index(lbl, k+"=\"")
+				if j < 0 {
+					return ""
+				}
+				rest := lbl[j+len(k)+2:]
+				return rest[:strings.Index(rest, "\"")]
+			}
+			out[get("verb")+" "+get("resource")+"/"+get("subresource")+" "+get("component")] += v
+		}
+		return out
+	}
+	tempBefore := tempScrape()
 	b.StartTimer()
 	benchutil.InParallel(b, requests, 16, func(i int) error {
 		ctx := context.Background()
@@ -181,6 +208,19 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	}
 	if err != nil {
 		b.Fatal(err)
+	}
+	{
+		after := tempScrape()
+		var keys []string
+		for k := range after {
+			if after[k]-tempBefore[k] >= 50 {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(os.Stderr, "TEMPREQ %-60s %6.0f\n", k, after[k]-tempBefore[k])
+		}
 	}
 	res := rec.result()
 	res.QPS, res.Burst, res.Nodes, res.Requests, res.Pods = qps, burst, *throughputNodes, requests, throughputPods
