@@ -3,10 +3,8 @@
 package integration
 
 import (
+	"bytes"
 	"cmp"
-	"os"
-	"sort"
-	"strings"
 	"context"
 	"flag"
 	"fmt"
@@ -14,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -107,6 +107,7 @@ func BenchmarkCheckCapacityThroughput(b *testing.B) {
 				b.ReportMetric(res.Created["p99"], "created-to-decided-p99-ms")
 				b.ReportMetric(float64(res.Failed), "failed")
 				b.ReportMetric(*res.NotPlaced, "booked-pods-not-placed")
+				b.ReportMetric(res.WritesPerRequest, "api-writes/request")
 				if err := benchutil.AppendJSON(ThroughputFile, res); err != nil {
 					b.Fatal(err)
 				}
@@ -156,31 +157,7 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 
 	fastClient := kubernetes.NewForConfigOrDie(fast)
 	reconcilesBefore, notPlacedBefore := reconciles(b), notPlaced(b)
-
-	tempScrape := func() map[string]float64 {
-		raw, _ := e.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
-		out := map[string]float64{}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if !strings.HasPrefix(line, "apiserver_request_total{") {
-				continue
-			}
-			i := strings.LastIndex(line, " ")
-			var v float64
-			fmt.Sscan(line[i+1:], &v)
-			lbl := line[:i]
-			get := func(k string) string {
-				j := strings.Index(lbl, k+"=\"")
-				if j < 0 {
-					return ""
-				}
-				rest := lbl[j+len(k)+2:]
-				return rest[:strings.Index(rest, "\"")]
-			}
-			out[get("verb")+" "+get("resource")+"/"+get("subresource")+" "+get("component")] += v
-		}
-		return out
-	}
-	tempBefore := tempScrape()
+	writesBefore := apiWrites(b, e.Client.CoreV1().RESTClient())
 	b.StartTimer()
 	benchutil.InParallel(b, requests, 16, func(i int) error {
 		ctx := context.Background()
@@ -209,26 +186,19 @@ func runThroughput(b *testing.B, qps float32, burst, requests int, ownTemplates 
 	if err != nil {
 		b.Fatal(err)
 	}
-	{
-		after := tempScrape()
-		var keys []string
-		for k := range after {
-			if after[k]-tempBefore[k] >= 50 {
-				keys = append(keys, k)
-			}
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(os.Stderr, "TEMPREQ %-60s %6.0f\n", k, after[k]-tempBefore[k])
-		}
-	}
 	res := rec.result()
 	res.QPS, res.Burst, res.Nodes, res.Requests, res.Pods = qps, burst, *throughputNodes, requests, throughputPods
 	res.ReconcilesPerRequest = (reconciles(b) - reconcilesBefore) / float64(requests)
 	res.NotPlaced = ptr.To(notPlaced(b) - notPlacedBefore)
+	res.Writes = writesSince(apiWrites(b, e.Client.CoreV1().RESTClient()), writesBefore)
+	total := 0.0
+	for _, n := range res.Writes {
+		total += n
+	}
+	res.WritesPerRequest = total / float64(requests)
 	res.Workers = cmp.Or(*throughputWorkers, app.NewOptions().Workers)
-	b.Logf("%d requests of %d pods on %d nodes at client QPS %g burst %d, %d workers (a PodTemplate each: %t): %.1f decisions/s over %.2f s, %d failed, %g booked pods not placed, %.1f reconciles a request; first seen → decided ms %v; created → decided ms %v; created → first seen ms %v",
-		requests, throughputPods, *throughputNodes, qps, burst, res.Workers, ownTemplates, res.PerSecond, res.WindowS, res.Failed, *res.NotPlaced, res.ReconcilesPerRequest, res.Decide, res.Created, res.Queued)
+	b.Logf("%d requests of %d pods on %d nodes at client QPS %g burst %d, %d workers (a PodTemplate each: %t): %.1f decisions/s over %.2f s, %d failed, %g booked pods not placed, %.1f reconciles a request, %.1f API writes a request (%v); first seen → decided ms %v; created → decided ms %v; created → first seen ms %v",
+		requests, throughputPods, *throughputNodes, qps, burst, res.Workers, ownTemplates, res.PerSecond, res.WindowS, res.Failed, *res.NotPlaced, res.ReconcilesPerRequest, res.WritesPerRequest, res.Writes, res.Decide, res.Created, res.Queued)
 	return res
 }
 
@@ -330,4 +300,51 @@ func (d *decisions) result() throughputResult {
 		res.PerSecond = float64(res.Decided) / window.Seconds()
 	}
 	return res
+}
+
+// apiWrites is kube-apiserver's count of the writes it has served
+// (apiserver_request_total of POST, PUT, PATCH and DELETE), by verb and
+// resource[/subresource].
+func apiWrites(b *testing.B, c rest.Interface) map[string]float64 {
+	b.Helper()
+	raw, err := c.Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("reading kube-apiserver's metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		b.Fatalf("parsing kube-apiserver's metrics: %v", err)
+	}
+	out := map[string]float64{}
+	f := families["apiserver_request_total"]
+	if f == nil {
+		b.Fatal("kube-apiserver reports no apiserver_request_total")
+	}
+	for _, m := range f.GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		switch l["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE":
+			key := l["verb"] + " " + l["resource"]
+			if l["subresource"] != "" {
+				key += "/" + l["subresource"]
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// writesSince is the writes from before to after, by verb and resource.
+func writesSince(after, before map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
 }

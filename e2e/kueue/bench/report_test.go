@@ -82,23 +82,26 @@ func writeAdmissionTable(w io.Writer, rs []admissionResult) {
 type throughputResult = benchutil.ProvisionerThroughput
 
 func writeThroughputTable(w io.Writer, rs []throughputResult) {
-	fmt.Fprintln(w, "| run | QPS / burst | workers | requests × pods, nodes | decisions/s | first seen → decided p50 / p99 ms | created → decided p50 / p99 ms | reconciles a request | booked pods not placed | Failed |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| run | QPS / burst | workers | requests × pods, nodes | decisions/s | first seen → decided p50 / p99 ms | created → decided p50 / p99 ms | reconciles a request | API writes a request | booked pods not placed | Failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		// "—": not recorded by the run.
-		reconciles, workers, notPlaced := "—", "—", "—"
+		reconciles, workers, notPlaced, writes := "—", "—", "—", "—"
 		if r.ReconcilesPerRequest > 0 {
 			reconciles = fmt.Sprintf("%.1f", r.ReconcilesPerRequest)
 		}
 		if r.Workers > 0 {
 			workers = fmt.Sprint(r.Workers)
 		}
+		if r.WritesPerRequest > 0 {
+			writes = fmt.Sprintf("%.1f", r.WritesPerRequest)
+		}
 		if r.NotPlaced != nil {
 			notPlaced = fmt.Sprint(*r.NotPlaced)
 		}
-		fmt.Fprintf(w, "| %s | %g / %d | %s | %d × %d, %d | %.1f | %s / %s | %s / %s | %s | %s | %d |\n",
+		fmt.Fprintf(w, "| %s | %g / %d | %s | %d × %d, %d | %.1f | %s / %s | %s / %s | %s | %s | %s | %d |\n",
 			r.Limits, r.QPS, r.Burst, workers, r.Requests, r.Pods, r.Nodes, r.PerSecond,
-			ms(r.Decide, "p50"), ms(r.Decide, "p99"), ms(r.Created, "p50"), ms(r.Created, "p99"), reconciles, notPlaced, r.Failed)
+			ms(r.Decide, "p50"), ms(r.Decide, "p99"), ms(r.Created, "p50"), ms(r.Created, "p99"), reconciles, writes, notPlaced, r.Failed)
 	}
 }
 

@@ -36,4 +36,11 @@ type ProvisionerThroughput struct {
 	// (gantry_provisioning_booked_pods_not_placed_total while measured);
 	// nil when the run did not record it.
 	NotPlaced *float64 `json:"bookedPodsNotPlaced,omitempty"`
+	// WritesPerRequest is kube-apiserver's writes while measured (every
+	// client's: the requests' creation, the provisioner, the scheduler,
+	// events), per request.
+	WritesPerRequest float64 `json:"apiWritesPerRequest,omitempty"`
+	// Writes are those writes by verb and resource[/subresource] ("POST
+	// reservations"), in all.
+	Writes map[string]float64 `json:"apiWrites,omitempty"`
 }
