@@ -97,7 +97,9 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 		// Its booking was created a moment ago and the cache does not show
 		// it yet (the request's own status write can come back first):
 		// simulating again would book the request twice, under the same
-		// Reservation names. Its Reservations' events wake it.
+		// Reservation names. Its Reservations' events wake it. A create
+		// left in doubt (a timeout) is waited for while it stays assumed
+		// (assumeFor).
 		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	// Or, for an atomic class, its nodes are being added (scaleup.go).

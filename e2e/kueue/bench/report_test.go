@@ -200,7 +200,12 @@ does, so the wait in the work queue before it is left out, while the wait of the
 the placed booking is in) to its Provisioned=True or Failed=True write. Decisions/s is the
 requests decided over first finalizer → last decision. Target: 100 a second with the client limits
 raised; the default limits beside it. The TemplatePerRequest runs give each request a PodTemplate of its
-own, created just before it, as Kueue does.
+own, created just before it, as Kueue does. Workers is the provisioner's
+`+"`--concurrent-provisioning-request-syncs`"+`. Booked pods not placed are those the scheduler did not
+place although the simulation had found room for them
+(`+"`gantry_provisioning_booked_pods_not_placed_total`"+` over the run). API writes a request are
+kube-apiserver's writes over the run (its `+"`apiserver_request_total`"+` of POST, PUT, PATCH and
+DELETE: the requests' creation, the provisioner, the scheduler, events), per request.
 
 `)
 	if len(thr) > 0 {
