@@ -141,7 +141,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 		})).
 		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
-		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsInNamespace)).
+		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfTemplate)).
 		WatchesRawSource(source.Channel(r.kueue.channel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
 	if r.PodInformer != nil {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
@@ -169,18 +169,33 @@ func (r *Reconciler) requestsOfClass(ctx context.Context, o client.Object) []rec
 	return out
 }
 
-func (r *Reconciler) requestsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+// requestsOfTemplate are the requests that a PodTemplate's event concerns:
+// those of its namespace that name it in a pod set and have not ended.
+// Kueue makes a PodTemplate for every request: waking every request of the
+// namespace on each would cost a reconcile per live request per template.
+func (r *Reconciler) requestsOfTemplate(ctx context.Context, o client.Object) []reconcile.Request {
 	var list provv1.ProvisioningRequestList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
-	for _, pr := range list.Items {
-		if !newRequest(&pr).isTerminal() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pr)})
+	for i := range list.Items {
+		pr := &list.Items[i]
+		if namesTemplate(pr, o.GetName()) && !newRequest(pr).isTerminal() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pr)})
 		}
 	}
 	return out
+}
+
+func namesTemplate(pr *provv1.ProvisioningRequest, name string) bool {
+	for _, ps := range pr.Spec.PodSets {
+		if ps.PodTemplateRef.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // resolveClass is the class serving pr, or false when the provisioner

@@ -309,3 +309,20 @@ func TestBookingStatusWrites(t *testing.T) {
 		t.Errorf("placed: events %v, want %s once", events, provv1.ReasonCapacityIsFound)
 	}
 }
+
+// TestTemplateWakesOnlyItsRequests: a PodTemplate's event wakes the
+// requests of its namespace that name it and have not ended, not every
+// request of the namespace (Kueue makes a template for every request).
+func TestTemplateWakesOnlyItsRequests(t *testing.T) {
+	ctx := context.Background()
+	waiting := wrappers.MakeProvisioningRequest("waiting", "ns", provv1.ClassCheckCapacity).PodSet("tmpl", 1).Obj()
+	other := wrappers.MakeProvisioningRequest("other", "ns", provv1.ClassCheckCapacity).PodSet("another", 1).Obj()
+	ended := wrappers.MakeProvisioningRequest("ended", "ns", provv1.ClassCheckCapacity).PodSet("tmpl", 1).Obj()
+	meta.SetStatusCondition(&ended.Status.Conditions, metav1.Condition{Type: provv1.ConditionFailed, Status: metav1.ConditionTrue, Reason: "Test"})
+	elsewhere := wrappers.MakeProvisioningRequest("elsewhere", "other-ns", provv1.ClassCheckCapacity).PodSet("tmpl", 1).Obj()
+	r, _ := fakeReconciler(t, time.Now(), waiting, other, ended, elsewhere)
+	got := r.requestsOfTemplate(ctx, wrappers.MakePodTemplate("tmpl", "ns").Obj())
+	if len(got) != 1 || got[0].Name != "waiting" || got[0].Namespace != "ns" {
+		t.Errorf("woken %v, want only ns/waiting", got)
+	}
+}
