@@ -73,8 +73,10 @@ func notPlaced(b *testing.B) float64 {
 // provisioner's that a watch can see, so "first seen" is "taken off the
 // work queue", not "arrived in the informer") to the event that shows it
 // Provisioned=True or Failed=True. Requests/s is the decided requests over
-// the window from the first request first seen to the last decision. Run
-// with:
+// the window from the first request first seen to the last decision.
+// Each run also records the provisioner's workers (-throughput-workers,
+// default its own), the booked pods the scheduler did not place, and
+// kube-apiserver's writes over the run by verb and resource. Run with:
 //
 //	go test -tags integration ./autoscaler/provisioning/integration -run '^$' -bench CheckCapacityThroughput -benchtime 1x
 //
