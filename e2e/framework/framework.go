@@ -51,6 +51,7 @@ func NewFramework(baseName string) *Framework {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating the spec's namespace")
 		f.Namespace = ns.Name
 		ginkgo.DeferCleanup(f.teardown)
+		WaitForDefaultServiceAccount(ctx, f.Client, f.Namespace)
 	})
 	return f
 }
@@ -66,6 +67,17 @@ func (f *Framework) teardown(ctx ginkgo.SpecContext) {
 	}
 	err := f.Client.CoreV1().Namespaces().Delete(ctx, f.Namespace, metav1.DeleteOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting namespace %s", f.Namespace)
+}
+
+// WaitForDefaultServiceAccount waits until kube-controller-manager has made
+// the default ServiceAccount of the new namespace ns. Until it has, the
+// ServiceAccount admission plugin refuses every pod that names no
+// ServiceAccount of its own ("error looking up service account").
+func WaitForDefaultServiceAccount(ctx context.Context, c kubernetes.Interface, ns string) {
+	Eventually(ctx, func() error {
+		_, err := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}).Should(gomega.Succeed(), "the default ServiceAccount of namespace %s", ns)
 }
 
 // SpecArtifacts is the directory where the current spec's failure artifacts

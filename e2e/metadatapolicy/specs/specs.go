@@ -245,6 +245,7 @@ func specs() {
 		ginkgo.DeferCleanup(func(ctx ginkgo.SpecContext) error {
 			return f.Client.CoreV1().Namespaces().Delete(ctx, other.Name, metav1.DeleteOptions{})
 		})
+		framework.WaitForDefaultServiceAccount(ctx, f.Client, other.Name)
 		outside, err := f.Client.CoreV1().Pods(other.Name).Create(ctx, wrappers.MakePod("outside", other.Name).Obj(), metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(outside.Labels).NotTo(gomega.HaveKey("cluster-policy"))

@@ -112,6 +112,7 @@ func prepare(ctx context.Context, c kubernetes.Interface, dyn dynamic.Interface,
 	ginkgo.DeferCleanup(func(ctx context.Context) error {
 		return c.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 	})
+	framework.WaitForDefaultServiceAccount(ctx, c, name)
 	if dyn == nil {
 		return name // no policies
 	}
