@@ -41,7 +41,10 @@ type ProvisioningRequestList struct {
 	Items []ProvisioningRequest `json:"items"`
 }
 
-// ProvisioningRequestSpec describes the pods capacity is asked for.
+// ProvisioningRequestSpec describes the pods capacity is asked for. Nothing
+// in it changes after creation: each field's rule refuses a change of its
+// value, and the rule below refuses adding or removing parameters.
+// +kubebuilder:validation:XValidation:rule="has(self.parameters) == has(oldSelf.parameters)",message="parameters cannot be added or removed after creation",fieldPath=".parameters"
 type ProvisioningRequestSpec struct {
 	// PodSets are the groups of pods, each a PodTemplate of the request's
 	// namespace and a count.
