@@ -211,7 +211,11 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 		case rq.scaleUpInFlight():
 			return r.attemptFailed(ctx, rq, "the attempt's nodes are Ready but the pods no longer fit: "+u.Error())
 		case sim.scaleUp != nil:
-			return r.startScaleUp(ctx, rq, u, sim.scaleUp)
+			res, err := r.startScaleUp(ctx, rq, u, sim.scaleUp)
+			if !rq.scaleUpInFlight() {
+				r.unassumeScaleUp(rq.pr.UID) // it did not start
+			}
+			return res, err
 		}
 		return r.notFound(ctx, rq, u.Error())
 	}
@@ -277,11 +281,12 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	pr, class, sets := rq.pr, rq.class, rq.sets
-	if rq.checkQuota {
-		// Under bookMu: the namespace's bookings made so far count.
-		if err := r.checkNamespaceQuota(ctx, rq); err != nil {
-			return simulation{}, nil, err
-		}
+	// Every booking is checked against the namespace's quotas, under
+	// bookMu so that the bookings made so far count: a new attempt, a
+	// retry, and the booking made once a scale-up's nodes are Ready (its
+	// PodTemplate is read again then, and may ask for more than it did).
+	if err := r.checkNamespaceQuota(ctx, pr, sets, pr.UID); err != nil {
+		return simulation{}, nil, err
 	}
 	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
@@ -293,6 +298,11 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 		sim := simulation{unschedulable: unschedulable}
 		if !rq.scaleUpInFlight() && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
 			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster)
+			if p := sim.scaleUp; p.noGroups == nil && p.err == nil && p.plan.total() > 0 {
+				// The next request's quota check counts it before the
+				// cache shows its attempt.
+				r.assumeScaleUp(pr, quota.Demands(sets))
+			}
 		}
 		return sim, nil, nil
 	}
@@ -330,15 +340,18 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 	return simulation{nodes: len(nodes)}, todo, nil
 }
 
-// checkNamespaceQuota checks the request's pods against its namespace's
-// ResourceQuotas (package quota), counting the room that the namespace's
-// other requests hold booked and their pods have not taken yet: a booking
-// holds capacity for the namespace as its pods would. The caller holds
-// bookMu, so the bookings of a request checked just before are counted
-// (assumed if the cache does not show them yet) and two requests cannot
-// both pass on the same room.
-func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error {
-	pr := rq.pr
+// checkNamespaceQuota checks the pods of sets, booked for request pr,
+// against its namespace's ResourceQuotas (package quota), counting the
+// room that the namespace's requests hold: the bookings of every request
+// but the one of except (a request's own bookings are counted when what is
+// checked is a part of them booked again; except is then empty), whose
+// pods have not taken them yet, and the pods planned by the scale-ups in
+// flight that are not booked yet. A booking or a scale-up holds capacity
+// for the namespace as its pods would. The caller holds bookMu, so the
+// bookings of a request checked just before are counted (assumed if the
+// cache does not show them yet) and two requests cannot both pass on the
+// same room.
+func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.ProvisioningRequest, sets []simulator.PodSet, except types.UID) error {
 	var quotas v1.ResourceQuotaList
 	if err := r.Client.List(ctx, &quotas, client.InNamespace(pr.Namespace)); err != nil {
 		return err
@@ -355,11 +368,102 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, rq *request) error
 	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, rq.requestedPods())
+	want := quota.Demands(sets)
+	var pods int64
+	for _, d := range want {
+		pods += int64(d.Count)
+	}
+	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, pods)
 	if err != nil {
 		return err
 	}
-	return quota.CheckRequest(qs, quota.Demands(rq.sets), existing, r.heldBookings(r.withAssumed(rs.Items), pr.Namespace, pr.UID))
+	reservations := r.withAssumed(rs.Items)
+	held := r.heldBookings(reservations, pr.Namespace, except)
+	planned, err := r.scaleUpsHeld(ctx, pr.Namespace, pr.UID, reservations)
+	if err != nil {
+		return err
+	}
+	return quota.CheckRequest(qs, want, existing, append(held, planned...))
+}
+
+// scaleUpsHeld are the pods planned by the scale-ups in flight of
+// namespace's requests but the one of uid that have no booking yet (one
+// that has is counted by heldBookings): a scale-up holds the room its
+// booking will take once its nodes are Ready. A scale-up the cache shows
+// is counted with its PodTemplates as they are now (the booking is checked
+// again when it is made, with them as they are then); one planned a moment
+// ago that the cache does not show yet, as it was planned.
+func (r *Reconciler) scaleUpsHeld(ctx context.Context, namespace string, uid types.UID, reservations []schedv1alpha1.Reservation) ([]quota.Demand, error) {
+	var list provv1.ProvisioningRequestList
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &list, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	booked := map[types.UID]bool{}
+	for i := range reservations {
+		if ns, _, ok := strings.Cut(reservations[i].Annotations[AnnotationRequest], "/"); ok && ns == namespace {
+			booked[types.UID(reservations[i].Labels[LabelRequestUID])] = true
+		}
+	}
+	var out []quota.Demand
+	cached := map[types.UID]bool{}
+	for i := range list.Items {
+		other := newRequest(&list.Items[i])
+		if !other.scaleUpInFlight() {
+			continue
+		}
+		cached[other.pr.UID] = true
+		if other.pr.UID == uid || booked[other.pr.UID] {
+			continue
+		}
+		sets, missing, err := r.podSets(ctx, other.pr)
+		if err != nil {
+			return nil, err
+		}
+		if missing != "" {
+			continue // its attempt fails at its next reconcile: it books nothing
+		}
+		out = append(out, quota.Demands(sets)...)
+	}
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	now := r.Clock.Now()
+	for id, a := range r.assumedScaleUps {
+		switch {
+		case cached[id] || now.Sub(a.at) > assumeFor:
+			delete(r.assumedScaleUps, id)
+		case a.namespace == namespace && id != uid && !booked[id]:
+			out = append(out, a.demands...)
+		}
+	}
+	return out, nil
+}
+
+// assumedScaleUp is a scale-up planned for a request of namespace, for
+// pods of demands, at at.
+type assumedScaleUp struct {
+	namespace string
+	demands   []quota.Demand
+	at        time.Time
+}
+
+// assumeScaleUp records the scale-up just planned for pr, for the quota
+// checks that run before the cache shows its attempt (scaleUpsHeld).
+func (r *Reconciler) assumeScaleUp(pr *provv1.ProvisioningRequest, demands []quota.Demand) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	if r.assumedScaleUps == nil {
+		r.assumedScaleUps = map[types.UID]assumedScaleUp{}
+	}
+	r.assumedScaleUps[pr.UID] = assumedScaleUp{namespace: pr.Namespace, demands: demands, at: r.Clock.Now()}
+}
+
+// unassumeScaleUp forgets the scale-up planned for the request of uid: it
+// did not start, or its attempt ended.
+func (r *Reconciler) unassumeScaleUp(uid types.UID) {
+	r.assumedMu.Lock()
+	defer r.assumedMu.Unlock()
+	delete(r.assumedScaleUps, uid)
 }
 
 // heldBookings are the pods that the bookings of namespace's requests but

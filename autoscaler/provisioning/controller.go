@@ -95,6 +95,9 @@ type Reconciler struct {
 	// assumed are Reservations being created that the cache may not show yet.
 	assumedMu sync.Mutex
 	assumed   map[string]assumedReservation
+	// assumedScaleUps are scale-ups planned, by request UID, whose attempt
+	// the cache may not show yet: the namespace's quota counts them.
+	assumedScaleUps map[types.UID]assumedScaleUp
 	// active counts, per request, the Reservations holding capacity (for
 	// gantry_provisioning_bookings_active).
 	activeMu sync.Mutex

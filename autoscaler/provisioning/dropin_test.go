@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,9 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/quota"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -127,13 +130,32 @@ func TestExistingConsumersQuotaCheck(t *testing.T) {
 	done := wrappers.MakePod("done", "ns").Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
 	r.Pods = podLister(t, append(gated, other, done)...)
 	rq := &request{pr: pr, class: c, sets: []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 3}}}
-	if err := r.checkNamespaceQuota(context.Background(), rq); err != nil {
+	if err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID); err != nil {
 		t.Errorf("3 gated pods of the request fill the quota: %v", err)
 	}
 	r.Pods = podLister(t, gated[0], other, done)
-	err := r.checkNamespaceQuota(context.Background(), rq)
+	err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID)
 	if err == nil || !strings.Contains(err.Error(), "1 of the request's pods exist already") {
 		t.Errorf("1 of 3 pods exists, quota full: %v", err)
+	}
+	// Running pods that name the request (the tenant writes the
+	// annotation) and pods being deleted do not stand for its pods: the
+	// request would otherwise book on top of a quota they fill already.
+	var running []*v1.Pod
+	for i, p := range gated {
+		p = p.DeepCopy()
+		p.Spec.SchedulingGates = nil
+		if i < 2 {
+			p.Spec.NodeName = "node-a"
+		} else {
+			p.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		}
+		running = append(running, p)
+	}
+	r.Pods = podLister(t, running...)
+	err = r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID)
+	if err == nil || !strings.Contains(err.Error(), "exceeded") || strings.Contains(err.Error(), "exist already") {
+		t.Errorf("2 bound pods and 1 being deleted name the request, quota full: %v", err)
 	}
 }
 
@@ -218,5 +240,118 @@ func TestGrew(t *testing.T) {
 	mem := wrappers.MakePod("", "").Requests("memory", "1Gi").Obj()
 	if name, got := grew(mem, []schedv1alpha1.Reservation{shared}, uid, 0); !got || name != v1.ResourceMemory {
 		t.Errorf("a pod asking for memory, which was not booked: grew %v (%s)", got, name)
+	}
+}
+
+// TestQuotaCountsScaleUpsInFlight: a scale-up in flight holds the namespace's
+// quota for the pods it plans, before it has a booking, and counts once when
+// it has one; a request's own booking counts when a part of it is booked
+// again.
+func TestQuotaCountsScaleUpsInFlight(t *testing.T) {
+	ctx := context.Background()
+	c, _ := builtinClass(provv1.ClassBestEffortAtomicScaleUp)
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
+	tmpl := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "1").Obj()
+	scaling := withAttempt("a", "a-1")
+	scaling.Spec = wrappers.MakeProvisioningRequest("a", "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", 6).Obj().Spec
+	r, _ := fakeReconciler(t, time.Now(), q, tmpl, scaling)
+	r.Pods = podLister(t)
+	pod := &v1.Pod{ObjectMeta: *tmpl.Template.ObjectMeta.DeepCopy(), Spec: *tmpl.Template.Spec.DeepCopy()}
+	pod.Namespace = "tenant"
+	check := func(count int32, except types.UID) error {
+		b := wrappers.MakeProvisioningRequest("b", "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", count).Obj()
+		b.UID = "b"
+		sets, missing, err := r.podSets(ctx, b)
+		if err != nil || missing != "" {
+			t.Fatalf("pod sets: %v, %q", err, missing)
+		}
+		return r.checkNamespaceQuota(ctx, b, sets, except)
+	}
+	if err := check(4, "b"); err != nil {
+		t.Errorf("4 pods beside a scale-up of 6, quota 10: %v", err)
+	}
+	if err := check(5, "b"); err == nil || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Errorf("5 pods beside a scale-up of 6, quota 10: %v, want exceeded", err)
+	}
+	// The scale-up's nodes are Ready and its booking is made: it counts
+	// through its Reservation, once.
+	r.assume([]*schedv1alpha1.Reservation{bookingFor(scaling, 0, 0, pod, "n1", 6, c)})
+	if err := check(4, "b"); err != nil {
+		t.Errorf("4 pods beside a booking of 6, quota 10: %v", err)
+	}
+	if err := check(5, "b"); err == nil {
+		t.Errorf("5 pods beside a booking of 6, quota 10: passed")
+	}
+	// A rebook of 5 of a's pods counts a's surviving booking of 6.
+	if err := r.checkNamespaceQuota(ctx, scaling, []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 5}}, ""); err == nil {
+		t.Errorf("a rebook of 5 pods beside the request's own booking of 6, quota 10: passed")
+	}
+}
+
+// TestBookingAfterScaleUpCheckedAgain: the booking made when a scale-up's
+// nodes are Ready is checked against the quota with the PodTemplate as it is
+// then: a template grown while the nodes came up is not booked.
+func TestBookingAfterScaleUpCheckedAgain(t *testing.T) {
+	ctx := context.Background()
+	c, _ := builtinClass(provv1.ClassBestEffortAtomicScaleUp)
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
+	// Checked at 6 × 1 CPU when the scale-up started; 6 × 2 CPU now.
+	grown := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "2").Obj()
+	scaling := withAttempt("a", "a-1")
+	scaling.Spec = wrappers.MakeProvisioningRequest("a", "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", 6).Obj().Spec
+	r, _ := fakeReconciler(t, time.Now(), q, grown, scaling)
+	r.Pods = podLister(t)
+	r.PriorityClasses = schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	rq := newRequest(scaling)
+	rq.class = c
+	var missing string
+	var err error
+	if rq.sets, missing, err = r.podSets(ctx, scaling); err != nil || missing != "" {
+		t.Fatalf("pod sets: %v, %q", err, missing)
+	}
+	if !rq.scaleUpInFlight() {
+		t.Fatal("the request's scale-up is not in flight")
+	}
+	_, todo, err := r.placeAndAssume(ctx, rq)
+	if qe := (*quota.ExceededError)(nil); !errors.As(err, &qe) || len(todo) != 0 {
+		t.Errorf("booking 6 × 2 CPU under a quota of 10 after the scale-up: %d Reservations, %v; want a quota error", len(todo), err)
+	}
+}
+
+// TestQuotaCountsScaleUpsJustPlanned: a scale-up planned a moment ago, whose
+// attempt the cache does not show yet, holds the quota too (two atomic
+// requests started together could otherwise both pass), until it is known
+// not to have started.
+func TestQuotaCountsScaleUpsJustPlanned(t *testing.T) {
+	ctx := context.Background()
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
+	tmpl := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "1").Obj()
+	r, _ := fakeReconciler(t, time.Now(), q, tmpl)
+	r.Pods = podLister(t)
+	request := func(name string, count int32) (*provv1.ProvisioningRequest, []simulator.PodSet) {
+		pr := wrappers.MakeProvisioningRequest(name, "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", count).Obj()
+		pr.UID = types.UID(name)
+		sets, missing, err := r.podSets(ctx, pr)
+		if err != nil || missing != "" {
+			t.Fatalf("pod sets: %v, %q", err, missing)
+		}
+		return pr, sets
+	}
+	planned, plannedSets := request("a", 6)
+	r.assumeScaleUp(planned, quota.Demands(plannedSets))
+	b, bSets := request("b", 5)
+	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID); err == nil {
+		t.Errorf("5 pods beside a scale-up of 6 just planned, quota 10: passed")
+	}
+	// The scale-up's own checks do not count it.
+	if err := r.checkNamespaceQuota(ctx, planned, plannedSets, planned.UID); err != nil {
+		t.Errorf("the planned request itself: %v", err)
+	}
+	r.unassumeScaleUp(planned.UID)
+	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID); err != nil {
+		t.Errorf("5 pods once the scale-up did not start, quota 10: %v", err)
 	}
 }

@@ -114,7 +114,6 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 	}
 
 	// The quota check runs in placeAndBook, under bookMu.
-	rq.checkQuota = true
 	return r.simulateAndBook(ctx, rq)
 }
 
@@ -124,6 +123,7 @@ func (r *Reconciler) serve(ctx context.Context, rq *request) (reconcile.Result, 
 // own is rolled back (every node it created, scaleup.go) and any recorded
 // attempt forgotten; then the failure is recorded (notFound).
 func (r *Reconciler) attemptFailed(ctx context.Context, rq *request, why string) (reconcile.Result, error) {
+	r.unassumeScaleUp(rq.pr.UID)
 	if rq.scaleUpInFlight() {
 		if err := r.rollBackAttempt(ctx, rq, why); err != nil {
 			return reconcile.Result{}, err
@@ -162,6 +162,7 @@ func (r *Reconciler) notFound(ctx context.Context, rq *request, why string) (rec
 // fail makes the request Failed, for good, and releases its booking.
 func (r *Reconciler) fail(ctx context.Context, rq *request, reason, msg string) (reconcile.Result, error) {
 	pr := rq.pr
+	r.unassumeScaleUp(pr.UID)
 	if rq.scaleUpInFlight() {
 		// A failed request leaves no partial scale-up behind.
 		if err := r.rollBackAttempt(ctx, rq, msg); err != nil {

@@ -191,8 +191,8 @@ func TestCheckQuotaCountsBookings(t *testing.T) {
 		t.Errorf("3 pods on top of 1 used and 6 booked, limit 10: %v", err)
 	}
 	err := quota.Check([]*v1.ResourceQuota{q}, want(4), held)
-	for _, s := range []string{"q: pods requested 4, used 1, booked by the namespace's other requests 6, limited 10",
-		"q: requests.cpu requested 4, used 1, booked by the namespace's other requests 6, limited 10"} {
+	for _, s := range []string{"q: pods requested 4, used 1, held by the namespace's other requests 6, limited 10",
+		"q: requests.cpu requested 4, used 1, held by the namespace's other requests 6, limited 10"} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("4 pods on top of 1 used and 6 booked, limit 10: %v, want %q", err, s)
 		}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning/priority"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/quota"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
@@ -166,8 +167,10 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 		if si >= len(sets) {
 			return r.revoke(ctx, rq, fmt.Sprintf("%s; pod set %d is not the request's", what, si))
 		}
-		// No quota check: the request was checked for these pods. So
-		// they are booked again no larger than they were booked.
+		// Booked again no larger than they were booked, and checked
+		// against the namespace's quotas again (placeAgainAssumed): the
+		// PodTemplate may have moved them to another quota's scope (a
+		// priority class) since.
 		if name, ok := grew(sets[si].Pod, lost.reservations, pr.UID, si); ok {
 			return r.revoke(ctx, rq, fmt.Sprintf("%s; its PodTemplate now asks for more than was booked (%s)", what, name))
 		}
@@ -180,6 +183,9 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	}
 	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, inv))
+	}
+	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; booking them again would exceed the namespace's quota: %v", what, qe))
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -233,6 +239,10 @@ func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []
 	pr := rq.pr
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
+	// The request's own bookings that were not lost count as held.
+	if err := r.checkNamespaceQuota(ctx, pr, want, ""); err != nil {
+		return nil, nil, err
+	}
 	cluster, err := r.cluster(ctx, pr)
 	if err != nil {
 		return nil, nil, err

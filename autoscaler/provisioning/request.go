@@ -32,9 +32,6 @@ type request struct {
 	deadline time.Time
 	// sets are the request's pod sets as pods; nil until they are read.
 	sets []simulator.PodSet
-	// checkQuota: placeAndBook checks the namespace's quotas before it
-	// books (a new attempt; not a scale-up's nodes becoming Ready).
-	checkQuota bool
 	// onWritten are events to record once the status is written: those of
 	// conditions set in memory and carried by the next status write.
 	onWritten []requestEvent

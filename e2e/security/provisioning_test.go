@@ -192,6 +192,32 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		gomega.Expect(bookings(ctx, second)).To(gomega.BeEmpty())
 	})
 
+	// Second review, N4: pods already running, annotated by the tenant to
+	// consume a request, stood for the request's pods in its quota check:
+	// the namespace held twice its quota.
+	ginkgo.It("does not let running pods that name a request shrink its quota check", func(ctx ginkgo.SpecContext) {
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("2")}}}
+		_, err := f.Client.CoreV1().ResourceQuotas(f.Namespace).Create(ctx, q, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.By("running 2 pods of 1 CPU, the whole quota, each naming request r1")
+		for _, name := range []string{"web-0", "web-1"} {
+			p := wrappers.MakePod(name, f.Namespace).Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "r1").NoGrace().Obj()
+			framework.Eventually(ctx, func() error {
+				// The quota controller may not have counted the quota yet.
+				_, err := tenant.Client.CoreV1().Pods(f.Namespace).Create(ctx, p, metav1.CreateOptions{})
+				return err
+			}).Should(gomega.Succeed())
+			f.WaitScheduled(ctx, util.LongTimeout, name)
+		}
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		pr := request(ctx, checkCapacity("r1", "workers", 2))
+		c := waitCondition(ctx, "r1", provv1.ConditionFailed, provisioning.ReasonQuotaExceeded)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(c.Message).NotTo(gomega.ContainSubstring("exist already"))
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+	})
+
 	// Findings 2 and 13: the provisioner's attempt state and backoff were
 	// annotations the tenant could write; ValidUntilSeconds reached 68
 	// years.

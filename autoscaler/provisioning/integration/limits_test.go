@@ -52,7 +52,7 @@ func TestRequestLimits(t *testing.T) {
 		// no pod runs in the namespace and the cluster has the room.
 		e.request("holding", "second", provv1.ClassCheckCapacity, "workers", 2, nil)
 		e.expectFailed("holding", "second", provisioning.ReasonQuotaExceeded,
-			"cpu: requests.cpu requested 2, used 0, booked by the namespace's other requests 3, limited 4", "the bookings held")
+			"cpu: requests.cpu requested 2, used 0, held by the namespace's other requests 3, limited 4", "the bookings held")
 		if got := e.bookings(e.uid("holding", "second")); len(got) != 0 {
 			t.Errorf("%d reservations booked past the quota", len(got))
 		}

@@ -197,3 +197,53 @@ func TestRestartMidScaleUp(t *testing.T) {
 		t.Errorf("room for %d of 4 pods placed", placed)
 	}
 }
+
+// TestScaleUpsInFlightCountAgainstQuota: two atomic requests created
+// together, each within its namespace's quota and both together past it,
+// each needing new nodes: one is Provisioned, the other fails on the quota
+// (before, both were: the scale-up in flight held nothing).
+func TestScaleUpsInFlightCountAgainstQuota(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(1, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startKubelet()
+	e.startProvisioner(e.withNodeGroups)
+	e.class("atomic-pool", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"pool"}})
+	e.namespaceWithQuota("tenant", "12")
+	e.template("tenant", "workers", "2")
+	// 4 pods of 2 CPUs each: 8 of the quota's 12, beyond node-0's 4.
+	e.request("tenant", "first", "atomic-pool", "workers", 4, nil)
+	e.request("tenant", "second", "atomic-pool", "workers", 4, nil)
+	var provisioned, failed []string
+	util.Must(t).Until(context.Background(), util.LongTimeout, "both requests decided", func(context.Context) bool {
+		provisioned, failed = nil, nil
+		for _, name := range []string{"first", "second"} {
+			pr := e.get("tenant", name)
+			if meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned) {
+				provisioned = append(provisioned, name)
+			}
+			if c := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+				if c.Reason != provisioning.ReasonQuotaExceeded {
+					t.Fatalf("%s failed for %s: %s", name, c.Reason, c.Message)
+				}
+				failed = append(failed, name)
+			}
+		}
+		return len(provisioned)+len(failed) == 2
+	})
+	if len(provisioned) != 1 || len(failed) != 1 {
+		t.Fatalf("provisioned %v, failed on the quota %v; want one of each", provisioned, failed)
+	}
+	refused := e.get("tenant", failed[0])
+	c := meta.FindStatusCondition(refused.Status.Conditions, provv1.ConditionFailed)
+	t.Logf("%s: %s", failed[0], c.Message)
+	// Refused before it scaled up: the other's scale-up in flight held the
+	// room (a refusal only when its own nodes were Ready would leave
+	// Provisioned at ScalingUp, after adding and removing nodes).
+	if p := meta.FindStatusCondition(refused.Status.Conditions, provv1.ConditionProvisioned); p == nil || p.Reason != provisioning.ReasonQuotaExceeded {
+		t.Errorf("%s: Provisioned %+v, want reason %s (refused before any scale-up)", failed[0], p, provisioning.ReasonQuotaExceeded)
+	}
+	if got := e.bookings(e.uid("tenant", failed[0])); len(got) != 0 {
+		t.Errorf("%d reservations booked for the request past the quota", len(got))
+	}
+}

@@ -94,8 +94,9 @@ func CheckRequest(quotas []*v1.ResourceQuota, want []Demand, existing []*v1.Pod,
 	return err
 }
 
-// ExistingConsumers are the request's pods that exist already and that a
-// ResourceQuota counts, at most limit (as many as the request asks for),
+// ExistingConsumers are the request's pods that exist already, are not yet
+// bound to a node and not being deleted, and that a ResourceQuota counts,
+// at most limit (as many as the request asks for),
 // from pods. Kueue's pod, StatefulSet and LeaderWorkerSet integrations
 // create a workload's pods up front, gated, and name the request on them
 // (the consume annotation) only when they admit the workload, after the
@@ -119,7 +120,11 @@ func ExistingConsumers(ctx context.Context, pods corelisters.PodLister, owners c
 		if int64(len(out)) == limit {
 			break
 		}
-		if !core.QuotaV1Pod(p, clock.RealClock{}) {
+		// Only a pod still to be placed stands for one of the request's
+		// pods: a bound pod holds its quota already, whatever it names
+		// (the consume annotation is the tenant's to write), and a pod
+		// being deleted is on its way out.
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !core.QuotaV1Pod(p, clock.RealClock{}) {
 			continue
 		}
 		c := metav1.GetControllerOf(p)
@@ -330,7 +335,7 @@ func Check(quotas []*v1.ResourceQuota, want, held []Demand) error {
 				used, h, add := q.Status.Used[r], hard[r], wanted[r]
 				p := fmt.Sprintf("%s: %s requested %s, used %s", q.Name, r, show(add), show(used))
 				if b, ok := booked[r]; ok && !b.IsZero() {
-					p += fmt.Sprintf(", booked by the namespace's other requests %s", show(b))
+					p += fmt.Sprintf(", held by the namespace's other requests %s", show(b))
 				}
 				problems = append(problems, p+fmt.Sprintf(", limited %s", show(h)))
 			}
