@@ -140,3 +140,20 @@ type NotSupportedError struct {
 func (e *NotSupportedError) Error() string {
 	return fmt.Sprintf("runtime %q is not supported yet: %s", e.Runtime, e.Reason)
 }
+
+// ListenerLister is implemented by runtimes whose components run as
+// processes of this machine (the local runtime): the TCP sockets they
+// listen on, for the check that a development cluster serves the loopback
+// only.
+type ListenerLister interface {
+	Listeners() ([]Listener, error)
+}
+
+// Listener is a listening TCP socket of a component.
+type Listener struct {
+	// Component is the process's name in the runtime (kube-apiserver,
+	// etcd, gantry-provisioner, ...).
+	Component string
+	// Address is the local address, host:port.
+	Address string
+}

@@ -189,8 +189,8 @@ func (r *Runtime) Create(ctx context.Context) error {
 	// bearer tokens (TokenReview) are authenticated and authorized by
 	// kube-apiserver (SubjectAccessReview, as non-resource URLs), so
 	// /gantry/v1/... and /debug/flags/... need the same RBAC as on a real
-	// cluster (the admin has it). kwokctl binds every component to
-	// 0.0.0.0; the scheduler is only called on loopback.
+	// cluster (the admin has it). Every component binds the loopback
+	// (writeComponentsConfig).
 	kubeconfig := filepath.Join(r.clusterDir(), "kubeconfig.yaml")
 	args = append(args,
 		"--extra-args", "kube-scheduler=client-ca-file="+filepath.Join(r.clusterDir(), "pki", "ca.crt"),
@@ -224,8 +224,13 @@ func (r *Runtime) writeComponentsConfig() (string, error) {
 		}
 		schedulerConfig = abs
 	}
+	// Every component kwokctl starts listens on the loopback only (kwokctl's
+	// default is 0.0.0.0: etcd would serve plain HTTP, unauthenticated, to
+	// the network).
 	config := fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
 components:
 - name: gantry-provisioner
   binary: %q
