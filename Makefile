@@ -54,7 +54,7 @@ images:
 
 ## node-image: the kind node image for this machine's platform (Debian root filesystem, kind's
 ## base files, containerd, kubelet, every image of `make images` preloaded); docker-loaded.
-## NODE_BASE_IMAGE=kindest/node:... builds on that image instead, where it can be pulled.
+## NODE_BASE_IMAGE=kindest/node:...@sha256:... builds on that image (by digest) instead, where it can be pulled.
 node-image: images
 	NODE_BASE_IMAGE='$(NODE_BASE_IMAGE)' hack/node-image.sh
 

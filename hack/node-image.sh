@@ -9,7 +9,7 @@
 #
 #   _output/images/kind-node.linux-<arch>.tar   gantry.local/kind-node:<kube version> and :<gantry tag>
 #
-# NODE_BASE_IMAGE=<a kind node image, e.g. kindest/node:v1.36.x@sha256:...>
+# NODE_BASE_IMAGE=<a kind node image by digest, e.g. kindest/node:v1.36.x@sha256:...>
 # builds on that image instead (pulled if absent): Gantry's init, the image
 # import and the images are added; containerd, kubelet and kubeadm are the
 # base's. For machines that can pull; Gantry's own machines cannot, so this
@@ -44,6 +44,11 @@ if [[ -n "${NODE_BASE_IMAGE:-}" ]]; then
   # A kind node image made elsewhere (e.g. kindest/node:v1.36.x@sha256:...,
   # on machines that can pull it): Gantry adds its init, the image import
   # and the images, and nothing is built for the node itself.
+  # By digest only: a tag can be moved to other content between builds.
+  if [[ "${NODE_BASE_IMAGE}" != *@sha256:* ]]; then
+    echo "NODE_BASE_IMAGE=${NODE_BASE_IMAGE} names no digest; give it as <image>@sha256:<digest>" >&2
+    exit 1
+  fi
   printf '==> base %s\n' "${NODE_BASE_IMAGE}"
   docker image inspect "${NODE_BASE_IMAGE}" >/dev/null 2>&1 || docker pull --platform "${platform}" "${NODE_BASE_IMAGE}"
   docker save -o "_output/node/base-${arch}.tar" "${NODE_BASE_IMAGE}"

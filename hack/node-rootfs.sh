@@ -14,6 +14,12 @@ arch="$1"; out="$2"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mirror="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 suite=bookworm
+# The keys that sign bookworm's Release files, by fingerprint: Debian's
+# automatic archive signing key and stable release key for Debian 12.
+# debootstrap checks the Release file's signature against these alone, and
+# the packages against the Release file's hashes; any mismatch fails the
+# build. They are read from debian-archive-keyring (hack/install-deps.sh).
+keys=(B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8 4D64FEC119C2029067D6E791F8D2585B8783D481)
 # kind's base image packages, less fuse-overlayfs, nfs-common and open-iscsi
 # (no storage drivers here); runc from Debian (containerd is built from source).
 packages=(systemd systemd-sysv dbus conntrack iptables nftables iproute2 ethtool util-linux mount kmod
@@ -29,9 +35,18 @@ fi
 work="$(mktemp -d "${root}/_output/node-rootfs.XXXXXX")"
 trap 'rm -rf "${work}"' EXIT
 dir="${work}/rootfs"
-echo "==> debootstrap ${suite} ${arch} from ${mirror}"
+keyring="${work}/keyring.gpg"
+mkdir -m 700 "${work}/gnupg"
+gpg --homedir "${work}/gnupg" --batch --quiet --no-default-keyring --keyring /usr/share/keyrings/debian-archive-keyring.gpg \
+  --export "${keys[@]}" >"${keyring}"
+have="$(gpg --homedir "${work}/gnupg" --batch --quiet --show-keys --with-colons "${keyring}" | awk -F: '$1 == "fpr" {print $10}')"
+for k in "${keys[@]}"; do
+  grep -qx "${k}" <<<"${have}" || { echo "key ${k} is not in /usr/share/keyrings/debian-archive-keyring.gpg" >&2; exit 1; }
+done
+echo "==> debootstrap ${suite} ${arch} from ${mirror}, signatures checked against ${#keys[@]} pinned keys"
 IFS=,; include="${packages[*]}"; unset IFS
-debootstrap --arch="${arch}" --variant=minbase --include="${include}" "${suite}" "${dir}" "${mirror}" >"${work}/debootstrap.log" 2>&1 || {
+debootstrap --arch="${arch}" --variant=minbase --keyring="${keyring}" --force-check-gpg --include="${include}" \
+  "${suite}" "${dir}" "${mirror}" >"${work}/debootstrap.log" 2>&1 || {
   tail -30 "${work}/debootstrap.log" >&2
   exit 1
 }
