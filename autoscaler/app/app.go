@@ -150,7 +150,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: pods.Lister(), PodInformer: pods.Informer(),
 		Recorder: mgr.GetEventRecorderFor("gantry-provisioner"), Clock: clock.RealClock{},
 		PlacementTimeout: o.PlacementTimeout, PriorityClasses: factory.Scheduling().V1().PriorityClasses().Lister(),
-		MaxPodsPerRequest: o.MaxPodsPerRequest, ProcessorInstance: o.ProcessorInstance, Workers: o.Workers,
+		MaxPodsPerRequest: o.MaxPodsPerRequest, MaxBookingsPerNamespace: o.MaxBookingsPerNamespace, ProcessorInstance: o.ProcessorInstance, Workers: o.Workers,
 		NodeGroupBackoff: o.NodeGroupBackoff, MaxNodeGroupBackoff: o.MaxNodeGroupBackoff,
 		NoUpstreamClasses: !o.UpstreamClasses, FinishedRequestTTL: o.FinishedRequestTTL,
 	}

@@ -45,7 +45,9 @@ type Options struct {
 	ScaleDownTaintGrace time.Duration
 	// MaxPodsPerRequest and Workers: see provisioning.Reconciler.
 	MaxPodsPerRequest int
-	Workers           int
+	// MaxBookingsPerNamespace: see provisioning.Reconciler.
+	MaxBookingsPerNamespace int
+	Workers                 int
 	// ProcessorInstance, UpstreamClasses (the opposite of
 	// provisioning.Reconciler.NoUpstreamClasses) and FinishedRequestTTL:
 	// see provisioning.Reconciler.
@@ -74,6 +76,7 @@ func NewOptions() *Options {
 		ScaleDownInterval:       10 * time.Second,
 		ScaleDownTaintGrace:     scaledown.DefaultTaintGrace,
 		MaxPodsPerRequest:       provisioning.DefaultMaxPodsPerRequest,
+		MaxBookingsPerNamespace: provisioning.DefaultMaxBookingsPerNamespace,
 		Workers:                 provisioning.DefaultWorkers,
 		UpstreamClasses:         true,
 		FinishedRequestTTL:      provisioning.DefaultFinishedRequestTTL,
@@ -102,6 +105,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScaleDownTaintGrace, "scale-down-taint-grace", o.ScaleDownTaintGrace, "how long scale-down waits between tainting nodes and looking at them again (pods, nominations, bookings) before deleting them: bindings the scheduler decided before it saw the taint commit meanwhile")
 	fs.IntVar(&o.Workers, "concurrent-provisioning-request-syncs", o.Workers, "how many ProvisioningRequests are reconciled at once (only the simulation of a booking runs one at a time); more gets more requests decided a second when --kube-api-qps allows it")
 	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
+	fs.IntVar(&o.MaxBookingsPerNamespace, "max-bookings-per-namespace", o.MaxBookingsPerNamespace, "the most Reservations the bookings of one namespace's requests may hold at once (each is placed by the scheduler and written by its status controller, whatever it holds). A booking that would pass it is not made: the request fails with reason TooManyBookings if its booking alone needs more, and is retried as capacity not found otherwise. The default is the most Reservations one request can need (--max-pods-per-request's default, one per pod)")
 	fs.StringVar(&o.ProcessorInstance, "check-capacity-processor-instance", o.ProcessorInstance, "serve only the check-capacity requests whose processorInstance parameter is this, and no atomic scale-up request, as cluster-autoscaler's flag of the same name (empty: serve the requests that name no instance)")
 	fs.BoolVar(&o.UpstreamClasses, "serve-upstream-classes", o.UpstreamClasses, "serve the upstream class names (check-capacity.autoscaling.x-k8s.io, best-effort-atomic-scale-up.autoscaling.x-k8s.io and their older names); false leaves them to a cluster-autoscaler running beside, and serves ProvisioningClasses only")
 	fs.DurationVar(&o.NodeGroupBackoff, "initial-node-group-backoff-duration", o.NodeGroupBackoff, "how long a node group whose scale-up failed (nodes not Ready within the provisioning timeout, or refused by the provider) is left out of scale-up plans, as cluster-autoscaler's flag of the same name; doubled after each further failure in a row")

@@ -197,6 +197,16 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
 		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
 	}
+	if le := (*bookingLimitError)(nil); errors.As(err, &le) {
+		if le.adding > le.limit {
+			return r.fail(ctx, rq, ReasonTooManyBookings, le.Error())
+		}
+		// The namespace's other bookings end in time: tried again.
+		if rq.scaleUpInFlight() {
+			return r.attemptFailed(ctx, rq, le.Error())
+		}
+		return r.notFound(ctx, rq, le.Error())
+	}
 	if inv := (*simulator.InvalidPodSet)(nil); errors.As(err, &inv) {
 		// A pod set's resource claims name a template or claim that does
 		// not exist, or too many: no pod like it could be scheduled.
@@ -334,10 +344,53 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, count[node], class))
 		}
 	}
+	if err := r.checkBookingLimit(ctx, pr.Namespace, len(todo)); err != nil {
+		return simulation{}, nil, err
+	}
 	// The next request's simulation must count these before the cache
 	// shows them, or it would book the same room.
 	r.assume(todo)
 	return simulation{nodes: len(nodes)}, todo, nil
+}
+
+// bookingLimitError: adding more Reservations to namespace's live ones
+// would pass limit.
+type bookingLimitError struct {
+	namespace           string
+	live, adding, limit int
+}
+
+func (e *bookingLimitError) Error() string {
+	if e.adding > e.limit {
+		return fmt.Sprintf("the booking needs %d Reservations, more than the %d a namespace's requests may hold at once (--max-bookings-per-namespace)", e.adding, e.limit)
+	}
+	return fmt.Sprintf("the booking needs %d Reservations and namespace %s's requests hold %d, of the %d they may hold at once (--max-bookings-per-namespace)", e.adding, e.namespace, e.live, e.limit)
+}
+
+// checkBookingLimit checks that adding Reservations of a booking keeps
+// namespace's live ones (cached or assumed, not ended) within
+// maxBookingsPerNamespace. The caller holds bookMu.
+func (r *Reconciler) checkBookingLimit(ctx context.Context, namespace string, adding int) error {
+	var rs schedv1alpha1.ReservationList
+	// Read only: the cache's own objects, not copies.
+	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	live := 0
+	for _, res := range r.withAssumed(rs.Items) {
+		ns, _, ok := strings.Cut(res.Annotations[AnnotationRequest], "/")
+		if !ok || ns != namespace {
+			continue
+		}
+		switch res.Status.Phase {
+		case "", schedv1alpha1.ReservationPending, schedv1alpha1.ReservationAvailable:
+			live++
+		}
+	}
+	if limit := r.maxBookingsPerNamespace(); live+adding > limit {
+		return &bookingLimitError{namespace: namespace, live: live, adding: adding, limit: limit}
+	}
+	return nil
 }
 
 // checkNamespaceQuota checks the pods of sets, booked for request pr,

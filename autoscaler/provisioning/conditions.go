@@ -28,6 +28,11 @@ const (
 	// ReasonTooManyPods (Failed): the request asks for more pods than
 	// Reconciler.MaxPodsPerRequest.
 	ReasonTooManyPods = "TooManyPods"
+	// ReasonTooManyBookings (Failed): the request's booking alone needs
+	// more Reservations than Reconciler.MaxBookingsPerNamespace; also
+	// (Provisioned=False, retried) a booking that does not fit beside the
+	// namespace's live ones.
+	ReasonTooManyBookings = "TooManyBookings"
 	// ReasonQuotaExceeded (Failed): the request's pods do not fit its
 	// namespace's ResourceQuotas (package quota).
 	ReasonQuotaExceeded = "QuotaExceeded"

@@ -68,6 +68,10 @@ type Reconciler struct {
 	// MaxPodsPerRequest bounds the pods of one request; a request asking
 	// for more Fails with TooManyPods (0: DefaultMaxPodsPerRequest).
 	MaxPodsPerRequest int
+	// MaxBookingsPerNamespace bounds the live Reservations of the bookings
+	// of one namespace's requests; a booking past it is not made (0:
+	// DefaultMaxBookingsPerNamespace).
+	MaxBookingsPerNamespace int
 	// Workers is how many requests are reconciled at once (0:
 	// DefaultWorkers).
 	Workers int

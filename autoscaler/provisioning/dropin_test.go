@@ -355,3 +355,34 @@ func TestQuotaCountsScaleUpsJustPlanned(t *testing.T) {
 		t.Errorf("5 pods once the scale-up did not start, quota 10: %v", err)
 	}
 }
+
+// TestBookingLimit: a namespace's live Reservations (placed, being placed,
+// or assumed) count toward --max-bookings-per-namespace; ended ones and
+// other namespaces' do not; a booking larger than the limit alone says so.
+func TestBookingLimit(t *testing.T) {
+	ctx := context.Background()
+	res := func(name, request string, phase schedv1alpha1.ReservationPhase) *schedv1alpha1.Reservation {
+		return wrappers.MakeReservation(name, "cpu", "1").Annotation(AnnotationRequest, request).Phase(phase).Obj()
+	}
+	r, _ := fakeReconciler(t, time.Now(),
+		res("a", "tenant/r1", schedv1alpha1.ReservationAvailable),
+		res("b", "tenant/r1", schedv1alpha1.ReservationPending),
+		res("c", "tenant/r2", schedv1alpha1.ReservationFailed),
+		res("d", "neighbour/r3", schedv1alpha1.ReservationAvailable))
+	r.MaxBookingsPerNamespace = 4
+	r.assume([]*schedv1alpha1.Reservation{res("e", "tenant/r4", "")})
+	if err := r.checkBookingLimit(ctx, "tenant", 1); err != nil {
+		t.Errorf("3 live and 1 more, limit 4: %v", err)
+	}
+	le := (*bookingLimitError)(nil)
+	if err := r.checkBookingLimit(ctx, "tenant", 2); !errors.As(err, &le) || le.live != 3 ||
+		!strings.Contains(err.Error(), "namespace tenant's requests hold 3, of the 4") {
+		t.Errorf("3 live and 2 more, limit 4: %v", err)
+	}
+	if err := r.checkBookingLimit(ctx, "tenant", 5); err == nil || !strings.Contains(err.Error(), "needs 5 Reservations, more than the 4") {
+		t.Errorf("a booking of 5, limit 4: %v", err)
+	}
+	if err := r.checkBookingLimit(ctx, "neighbour", 3); err != nil {
+		t.Errorf("another namespace, 1 live and 3 more: %v", err)
+	}
+}

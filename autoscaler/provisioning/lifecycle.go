@@ -21,6 +21,24 @@ import (
 // (1000 pods: 0.55 s, 170 MB), on a loaded 2-core machine.
 const DefaultMaxPodsPerRequest = 5000
 
+// DefaultMaxBookingsPerNamespace is the default of
+// --max-bookings-per-namespace. Each Reservation is placed by the scheduler
+// and written by its status controller, whatever it holds: a namespace's
+// requests could otherwise make one per node of the cluster each (pods
+// with host ports get a Reservation each). The default is the most one
+// request can make (DefaultMaxPodsPerRequest pods, one Reservation each),
+// so a request the provisioner takes is never too big for it alone.
+const DefaultMaxBookingsPerNamespace = DefaultMaxPodsPerRequest
+
+// maxBookingsPerNamespace is the limit on a namespace's live Reservations
+// (the default when MaxBookingsPerNamespace is not set).
+func (r *Reconciler) maxBookingsPerNamespace() int {
+	if r.MaxBookingsPerNamespace > 0 {
+		return r.MaxBookingsPerNamespace
+	}
+	return DefaultMaxBookingsPerNamespace
+}
+
 // maxPodsPerRequest is the limit on a request's pods (the default when
 // MaxPodsPerRequest is not set).
 func (r *Reconciler) maxPodsPerRequest() int {

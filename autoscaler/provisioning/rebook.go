@@ -187,6 +187,9 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; booking them again would exceed the namespace's quota: %v", what, qe))
 	}
+	if le := (*bookingLimitError)(nil); errors.As(err, &le) {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, le))
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -263,6 +266,9 @@ func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []
 			res.Spec.TTL, res.Spec.Expires = nil, &metav1.Time{Time: end}
 			todo = append(todo, res)
 		}
+	}
+	if err := r.checkBookingLimit(ctx, pr.Namespace, len(todo)); err != nil {
+		return nil, nil, err
 	}
 	r.assume(todo)
 	return todo, nil, nil

@@ -7,8 +7,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/util"
 )
 
@@ -64,4 +66,30 @@ func TestRequestLimits(t *testing.T) {
 		e.request("holding", "third", provv1.ClassCheckCapacity, "workers", 2, nil)
 		e.waitCondition("holding", "third", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
 	})
+}
+
+// TestBookingsPerNamespaceLimit: a booking that would take its namespace's
+// live Reservations past --max-bookings-per-namespace is not made, and says
+// so; another namespace's bookings are not held up by it.
+func TestBookingsPerNamespaceLimit(t *testing.T) {
+	e := newEnv(t)
+	e.CreateNodes(2, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startProvisioner(func(o *app.Options) { o.MaxBookingsPerNamespace = 3 })
+	e.template("default", "big", "3")
+	e.template("default", "small", "1")
+	// One pod of 3 CPUs a node: 2 Reservations.
+	e.request("default", "first", provv1.ClassCheckCapacity, "big", 2, nil)
+	e.waitCondition("default", "first", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
+	// The 1 CPU left on each node: 2 more Reservations, 4 of 3.
+	e.request("default", "second", provv1.ClassCheckCapacity, "small", 2, map[string]provv1.Parameter{provv1.ParameterNoRetry: "true"})
+	e.expectFailed("default", "second", provv1.ReasonCapacityIsNotFound,
+		"the booking needs 2 Reservations and namespace default's requests hold 2, of the 3 they may hold at once (--max-bookings-per-namespace)", "the limit")
+	if got := e.bookings(e.uid("default", "second")); len(got) != 0 {
+		t.Errorf("%d reservations booked past the limit", len(got))
+	}
+	e.namespaceWithQuota("other", "100")
+	e.template("other", "small", "1")
+	e.request("other", "neighbour", provv1.ClassCheckCapacity, "small", 2, nil)
+	e.waitCondition("other", "neighbour", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound, util.Timeout)
 }
