@@ -197,6 +197,9 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
 		return r.fail(ctx, rq, ReasonQuotaExceeded, qe.Error())
 	}
+	if ar := (*admissionRefusal)(nil); errors.As(err, &ar) {
+		return r.fail(ctx, rq, ReasonPodsNotAdmitted, ar.Error())
+	}
 	if le := (*bookingLimitError)(nil); errors.As(err, &le) {
 		if le.adding > le.limit {
 			return r.fail(ctx, rq, ReasonTooManyBookings, le.Error())
@@ -267,6 +270,9 @@ type simulation struct {
 // after it lets go, while the next request is simulated. Everything else,
 // creating nodes included, runs after it returns, on several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	if err := r.admitPodSets(ctx, rq.pr, rq.sets); err != nil {
+		return simulation{}, err
+	}
 	sim, todo, err := r.placeAndAssume(ctx, rq)
 	if err != nil || len(todo) == 0 {
 		return sim, err

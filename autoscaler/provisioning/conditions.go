@@ -28,6 +28,9 @@ const (
 	// ReasonTooManyPods (Failed): the request asks for more pods than
 	// Reconciler.MaxPodsPerRequest.
 	ReasonTooManyPods = "TooManyPods"
+	// ReasonPodsNotAdmitted (Failed): admission refused a pod set's pod in
+	// the request's namespace (a dry-run create; admission.go).
+	ReasonPodsNotAdmitted = "PodsNotAdmitted"
 	// ReasonTooManyBookings (Failed): the request's booking alone needs
 	// more Reservations than Reconciler.MaxBookingsPerNamespace; also
 	// (Provisioned=False, retried) a booking that does not fit beside the

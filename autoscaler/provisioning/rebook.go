@@ -161,6 +161,12 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if missing != "" {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; its PodTemplate %s is gone", what, missing))
 	}
+	if err := r.admitPodSets(ctx, pr, sets); err != nil {
+		if ar := (*admissionRefusal)(nil); errors.As(err, &ar) {
+			return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, ar))
+		}
+		return reconcile.Result{}, err
+	}
 	var want []simulator.PodSet
 	var index []int
 	for _, si := range slices.Sorted(maps.Keys(lost.pods)) {

@@ -62,6 +62,12 @@ func Setup(t testing.TB) *Env {
 	return newEnv(t, framework.StartWithCRDs(t))
 }
 
+// SetupWithArgs is Setup with extra kube-apiserver flags ("--name=value").
+func SetupWithArgs(t testing.TB, apiserverArgs ...string) *Env {
+	t.Helper()
+	return newEnv(t, framework.StartWithCRDs(t, apiserverArgs...))
+}
+
 // SetupWithoutCRDs is Setup without Gantry's CRDs, for tests of a scheduler
 // that must work without them; framework.InstallGantryCRDs(e.Config)
 // installs them later.
