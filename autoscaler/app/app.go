@@ -16,6 +16,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -126,7 +127,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		return nil, err
 	}
 	// The simulation's plugins and its snapshot read client-go informers.
-	factory := informers.NewSharedInformerFactory(client, 0)
+	// Without managed fields, which nothing reads: the cluster's objects,
+	// the tenants' resource claims among them, cost less to keep.
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripManagedFields))
 	sim, err := simulator.New(ctx, profile, client, factory)
 	if err != nil {
 		return nil, err
@@ -354,3 +357,12 @@ func (i informersRunnable) Start(ctx context.Context) error {
 }
 
 func (informersRunnable) NeedLeaderElection() bool { return false }
+
+// stripManagedFields drops an object's managed fields as its informer
+// stores it (kube-scheduler does the same for pods).
+func stripManagedFields(obj any) (any, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}

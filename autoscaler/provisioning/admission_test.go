@@ -14,7 +14,9 @@ import (
 // words its message alike is a refusal.
 func TestAdmissionRefusalKinds(t *testing.T) {
 	pods := schema.GroupResource{Resource: "pods"}
-	forbidden := func(msg string) error { return apierrors.NewForbidden(pods, "gantry-booking-check-x7k2p", errors.New(msg)) }
+	forbidden := func(msg string) error {
+		return apierrors.NewForbidden(pods, "gantry-booking-check-x7k2p", errors.New(msg))
+	}
 	for _, tc := range []struct {
 		err           error
 		quota, sa     bool

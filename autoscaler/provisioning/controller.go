@@ -99,6 +99,8 @@ type Reconciler struct {
 	// assumed are Reservations being created that the cache may not show yet.
 	assumedMu sync.Mutex
 	assumed   map[string]assumedReservation
+	// templates are the PodTemplates read for the requests served.
+	templates templateCache
 	// assumedScaleUps are scale-ups planned, by request UID, whose attempt
 	// the cache may not show yet: the namespace's quota counts them.
 	assumedScaleUps map[types.UID]assumedScaleUp
@@ -148,7 +150,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
 		})).
 		Watches(&autoscalingv1alpha1.ProvisioningClass{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfClass)).
-		Watches(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfTemplate)).
+		// Their metadata only: templates are read whole when served
+		// (templates.go).
+		WatchesMetadata(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfTemplate)).
 		WatchesRawSource(source.Channel(r.kueue.channel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
 	if r.PodInformer != nil {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(

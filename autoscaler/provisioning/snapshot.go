@@ -25,8 +25,7 @@ import (
 func (r *Reconciler) podSets(ctx context.Context, pr *provv1.ProvisioningRequest) ([]simulator.PodSet, string, error) {
 	out := make([]simulator.PodSet, 0, len(pr.Spec.PodSets))
 	for i, ps := range pr.Spec.PodSets {
-		var t v1.PodTemplate
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: ps.PodTemplateRef.Name}, &t)
+		t, err := r.podTemplate(ctx, types.NamespacedName{Namespace: pr.Namespace, Name: ps.PodTemplateRef.Name})
 		if apierrors.IsNotFound(err) {
 			return nil, ps.PodTemplateRef.Name, nil
 		}
