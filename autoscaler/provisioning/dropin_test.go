@@ -250,13 +250,9 @@ func TestGrew(t *testing.T) {
 func TestQuotaCountsScaleUpsInFlight(t *testing.T) {
 	ctx := context.Background()
 	c, _ := builtinClass(provv1.ClassBestEffortAtomicScaleUp)
-	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
-		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
 	tmpl := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "1").Obj()
-	scaling := withAttempt("a", "a-1")
-	scaling.Spec = wrappers.MakeProvisioningRequest("a", "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", 6).Obj().Spec
-	r, _ := fakeReconciler(t, time.Now(), q, tmpl, scaling)
-	r.Pods = podLister(t)
+	scaling := scalingUp("a", 6)
+	r := quotaReconciler(t, tmpl, scaling)
 	pod := &v1.Pod{ObjectMeta: *tmpl.Template.ObjectMeta.DeepCopy(), Spec: *tmpl.Template.Spec.DeepCopy()}
 	pod.Namespace = "tenant"
 	check := func(count int32, except types.UID) error {
@@ -295,14 +291,10 @@ func TestQuotaCountsScaleUpsInFlight(t *testing.T) {
 func TestBookingAfterScaleUpCheckedAgain(t *testing.T) {
 	ctx := context.Background()
 	c, _ := builtinClass(provv1.ClassBestEffortAtomicScaleUp)
-	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
-		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
 	// Checked at 6 × 1 CPU when the scale-up started; 6 × 2 CPU now.
 	grown := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "2").Obj()
-	scaling := withAttempt("a", "a-1")
-	scaling.Spec = wrappers.MakeProvisioningRequest("a", "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", 6).Obj().Spec
-	r, _ := fakeReconciler(t, time.Now(), q, grown, scaling)
-	r.Pods = podLister(t)
+	scaling := scalingUp("a", 6)
+	r := quotaReconciler(t, grown, scaling)
 	r.PriorityClasses = schedulinglisters.NewPriorityClassLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	rq := newRequest(scaling)
 	rq.class = c
@@ -326,11 +318,7 @@ func TestBookingAfterScaleUpCheckedAgain(t *testing.T) {
 // not to have started.
 func TestQuotaCountsScaleUpsJustPlanned(t *testing.T) {
 	ctx := context.Background()
-	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
-		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
-	tmpl := wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "1").Obj()
-	r, _ := fakeReconciler(t, time.Now(), q, tmpl)
-	r.Pods = podLister(t)
+	r := quotaReconciler(t, wrappers.MakePodTemplate("workers", "tenant").Requests("cpu", "1").Obj())
 	request := func(name string, count int32) (*provv1.ProvisioningRequest, []simulator.PodSet) {
 		pr := wrappers.MakeProvisioningRequest(name, "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", count).Obj()
 		pr.UID = types.UID(name)
@@ -385,4 +373,23 @@ func TestBookingLimit(t *testing.T) {
 	if err := r.checkBookingLimit(ctx, "neighbour", 3); err != nil {
 		t.Errorf("another namespace, 1 live and 3 more: %v", err)
 	}
+}
+
+// quotaReconciler serves namespace tenant, whose quota allows 10 CPUs, with
+// objs in its cache and no pod.
+func quotaReconciler(t *testing.T, objs ...client.Object) *Reconciler {
+	t.Helper()
+	q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "cpu"},
+		Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
+	r, _ := fakeReconciler(t, time.Now(), append(objs, q)...)
+	r.Pods = podLister(t)
+	return r
+}
+
+// scalingUp is an atomic request of namespace tenant, named and of UID
+// name, for count pods of PodTemplate workers, with a scale-up in flight.
+func scalingUp(name string, count int32) *provv1.ProvisioningRequest {
+	pr := withAttempt(name, name+"-1")
+	pr.Spec = wrappers.MakeProvisioningRequest(name, "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", count).Obj().Spec
+	return pr
 }
