@@ -514,7 +514,15 @@ func (r *Reconciler) assumeScaleUp(pr *provv1.ProvisioningRequest, demands []quo
 	if r.assumedScaleUps == nil {
 		r.assumedScaleUps = map[types.UID]assumedScaleUp{}
 	}
-	r.assumedScaleUps[pr.UID] = assumedScaleUp{namespace: pr.Namespace, demands: demands, at: r.Clock.Now()}
+	now := r.Clock.Now()
+	// Those the cache shows by now go when a quota check runs; in a
+	// cluster without quotas, here.
+	for id, a := range r.assumedScaleUps {
+		if now.Sub(a.at) > assumeFor {
+			delete(r.assumedScaleUps, id)
+		}
+	}
+	r.assumedScaleUps[pr.UID] = assumedScaleUp{namespace: pr.Namespace, demands: demands, at: now}
 }
 
 // unassumeScaleUp forgets the scale-up planned for the request of uid: it
