@@ -50,6 +50,10 @@ func (r *Reconciler) admitPodSets(ctx context.Context, pr *provv1.ProvisioningRe
 		// Set by the pods' controller and judged for its identity (owner
 		// references need the owner's delete right): not the template's.
 		pod.OwnerReferences, pod.Finalizers = nil, nil
+		// The Priority plugin computes these from the class, as for a pod
+		// a controller makes from a template that has none; a raw value
+		// is the template's, never the booking's (package priority).
+		pod.Spec.Priority, pod.Spec.PreemptionPolicy = nil, nil
 		err := r.Client.Create(ctx, pod, client.DryRunAll)
 		switch {
 		case err == nil:

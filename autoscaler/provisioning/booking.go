@@ -270,6 +270,12 @@ type simulation struct {
 // after it lets go, while the next request is simulated. Everything else,
 // creating nodes included, runs after it returns, on several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	// A priority class that does not exist, or that the namespace may not
+	// use, fails the request with its own reason before admission refuses
+	// the pods in its words.
+	if err := r.resolvePriorities(ctx, rq); err != nil {
+		return simulation{}, err
+	}
 	if err := r.admitPodSets(ctx, rq.pr, rq.sets); err != nil {
 		return simulation{}, err
 	}
@@ -280,19 +286,26 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	return sim, r.createAssumed(ctx, todo)
 }
 
-// placeAndAssume is placeAndBook's part under bookMu: the quota check, the
-// simulation, and the booking it found room for, assumed, not created.
-func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulation, []*schedv1alpha1.Reservation, error) {
-	// The pods are simulated, and booked, at the priority admission would
-	// give them, not the template's (package priority).
+// resolvePriorities sets the priority of the request's pods: the one
+// admission would give them, not the template's (package priority), or a
+// Kueue workload's WorkloadPriorityClass's (kueue.go).
+func (r *Reconciler) resolvePriorities(ctx context.Context, rq *request) error {
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, rq.pr.Namespace, rq.sets); err != nil {
-		return simulation{}, nil, err
+		return err
 	}
-	// A Kueue workload's priority is its WorkloadPriorityClass's (kueue.go).
 	if prio, ok := r.workloadPriority(ctx, rq.pr); ok {
 		for _, s := range rq.sets {
 			s.Pod.Spec.Priority = &prio
 		}
+	}
+	return nil
+}
+
+// placeAndAssume is placeAndBook's part under bookMu: the quota check, the
+// simulation, and the booking it found room for, assumed, not created.
+func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulation, []*schedv1alpha1.Reservation, error) {
+	if err := r.resolvePriorities(ctx, rq); err != nil {
+		return simulation{}, nil, err
 	}
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
