@@ -9,6 +9,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -216,6 +219,126 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
 		gomega.Expect(c.Message).NotTo(gomega.ContainSubstring("exist already"))
 		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+	})
+
+	// Second review, N1: best-effort-atomic requests started together, each
+	// within the namespace's quota, were all Provisioned: a scale-up in
+	// flight held no quota.
+	ginkgo.It("holds the quota for its scale-ups in flight: two atomic requests together cannot both pass", func(ctx ginkgo.SpecContext) {
+		groupNodes := func(ctx context.Context) []v1.Node {
+			list, err := f.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: nodegroups.LabelNodeGroup + "=general"})
+			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			return list.Items
+		}
+		// Registered first, so it runs last: the cluster keeps no node of
+		// the spec's (scale-down removes them once unbooked and empty).
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			framework.Eventually(ctx, func() int { return len(groupNodes(ctx)) }).Should(gomega.BeZero(), "the spec's nodes were not removed")
+		})
+		q := &v1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace, Name: "cpu"},
+			Spec: v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse("10")}}}
+		_, err := f.Client.CoreV1().ResourceQuotas(f.Namespace).Create(ctx, q, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		// 6 CPUs, on the general node group's nodes only: a new node each.
+		template(ctx, wrappers.MakePodTemplate("general", f.Namespace).Requests("cpu", "6").NodeSelector(nodegroups.LabelNodeGroup, "general"))
+		ginkgo.By("creating two requests of 6 CPUs at once, under a quota of 10")
+		for _, name := range []string{"first", "second"} {
+			request(ctx, wrappers.MakeProvisioningRequest(name, f.Namespace, provv1.ClassBestEffortAtomicScaleUp).PodSet("general", 1))
+		}
+		var provisioned, refused []string
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			provisioned, refused = nil, nil
+			for _, name := range []string{"first", "second"} {
+				pr, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, name, metav1.GetOptions{})
+				g.Expect(err).NotTo(gomega.HaveOccurred())
+				switch {
+				case meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionProvisioned):
+					provisioned = append(provisioned, name)
+				case meta.IsStatusConditionTrue(pr.Status.Conditions, provv1.ConditionFailed):
+					c := meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionFailed)
+					g.Expect(c.Reason).To(gomega.Equal(provisioning.ReasonQuotaExceeded), util.DescribeProvisioningRequest(pr))
+					// Refused before it scaled up.
+					g.Expect(meta.FindStatusCondition(pr.Status.Conditions, provv1.ConditionProvisioned).Reason).To(gomega.Equal(provisioning.ReasonQuotaExceeded), util.DescribeProvisioningRequest(pr))
+					refused = append(refused, name)
+				}
+			}
+			g.Expect(provisioned).To(gomega.HaveLen(1))
+			g.Expect(refused).To(gomega.HaveLen(1))
+		}).Should(gomega.Succeed())
+		ginkgo.GinkgoWriter.Printf("provisioned %v, refused on the quota %v\n", provisioned, refused)
+		gomega.Expect(groupNodes(ctx)).To(gomega.HaveLen(1), "nodes added for the two requests")
+		for _, name := range []string{"first", "second"} {
+			gomega.Expect(f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Delete(ctx, name, metav1.DeleteOptions{})).To(gomega.Succeed())
+		}
+	})
+
+	// Second review, N5: a booking's PodTemplate passed no admission, so a
+	// tenant booked nodes its pods may not use.
+	ginkgo.It("books only what its namespace's admission would let its pods ask for", func(ctx ginkgo.SpecContext) {
+		ginkgo.By("confining the namespace's pods, as an administrator: no toleration of gantry.dev/dedicated")
+		policy := "e2e-" + f.Namespace + "-confined"
+		adm := f.Client.AdmissionregistrationV1()
+		_, err := adm.ValidatingAdmissionPolicies().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: policy},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+				MatchConstraints: &admissionregistrationv1.MatchResources{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": f.Namespace}},
+					ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+						Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+					}}},
+				},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: `!has(object.spec.tolerations) || object.spec.tolerations.all(t, !has(t.key) || t.key != "gantry.dev/dedicated")`,
+					Message:    "this namespace's pods may not tolerate gantry.dev/dedicated",
+				}},
+			},
+		}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) error {
+			return adm.ValidatingAdmissionPolicies().Delete(ctx, policy, metav1.DeleteOptions{})
+		})
+		_, err = adm.ValidatingAdmissionPolicyBindings().Create(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: policy},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		}, metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) error {
+			return adm.ValidatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
+		})
+		dedicated := wrappers.MakePod("dedicated", f.Namespace).Requests("cpu", "1").Toleration("gantry.dev/dedicated").Obj()
+		framework.Eventually(ctx, func() error {
+			_, err := tenant.Client.CoreV1().Pods(f.Namespace).Create(ctx, dedicated, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}).ShouldNot(gomega.Succeed(), "the policy refuses the tenant's pod")
+
+		ginkgo.By("asking, as the tenant, for a booking of pods that tolerate it")
+		template(ctx, wrappers.MakePodTemplate("dedicated", f.Namespace).Requests("cpu", "1").Toleration("gantry.dev/dedicated"))
+		pr := request(ctx, checkCapacity("dedicated", "dedicated", 1))
+		c := waitCondition(ctx, "dedicated", provv1.ConditionFailed, provisioning.ReasonPodsNotAdmitted)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("this namespace's pods may not tolerate gantry.dev/dedicated"))
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+	})
+
+	// Second review, N10: spec.parameters could be added after creation
+	// (processorInstance among them, which moves a request away from the
+	// instance that holds its booking).
+	ginkgo.It("cannot add parameters to its request after creation", func(ctx ginkgo.SpecContext) {
+		template(ctx, wrappers.MakePodTemplate("workers", f.Namespace).Requests("cpu", "1"))
+		pr := request(ctx, checkCapacity("plain", "workers", 1))
+		waitCondition(ctx, "plain", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		booked := bookings(ctx, pr)
+		patch := []byte(`{"spec":{"parameters":{"processorInstance":"elsewhere"}}}`)
+		_, err := tenant.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Patch(ctx, pr.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		gomega.Expect(apierrors.IsInvalid(err)).To(gomega.BeTrue(), "want 422 Invalid, got %v", err)
+		gomega.Expect(err.Error()).To(gomega.ContainSubstring("parameters cannot be added or removed after creation"))
+		got, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, pr.Name, metav1.GetOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		gomega.Expect(got.Spec.Parameters).To(gomega.BeEmpty())
+		gomega.Expect(bookings(ctx, pr)).To(gomega.HaveLen(len(booked)))
 	})
 
 	// Findings 2 and 13: the provisioner's attempt state and backoff were
