@@ -310,11 +310,15 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
 	pr, class, sets := rq.pr, rq.class, rq.sets
+	booked, err := r.bookedNow(ctx)
+	if err != nil {
+		return simulation{}, nil, err
+	}
 	// Every booking is checked against the namespace's quotas, under
 	// bookMu so that the bookings made so far count: a new attempt, a
 	// retry, and the booking made once a scale-up's nodes are Ready (its
 	// PodTemplate is read again then, and may ask for more than it did).
-	if err := r.checkNamespaceQuota(ctx, pr, sets, pr.UID); err != nil {
+	if err := r.checkNamespaceQuota(ctx, pr, sets, pr.UID, booked); err != nil {
 		return simulation{}, nil, err
 	}
 	cluster, err := r.cluster(ctx, pr)
@@ -363,7 +367,7 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, count[node], class))
 		}
 	}
-	if err := r.checkBookingLimit(ctx, pr.Namespace, len(todo)); err != nil {
+	if err := r.checkBookingLimit(booked, pr.Namespace, len(todo)); err != nil {
 		return simulation{}, nil, err
 	}
 	// The next request's simulation must count these before the cache
@@ -386,17 +390,22 @@ func (e *bookingLimitError) Error() string {
 	return fmt.Sprintf("the booking needs %d Reservations and namespace %s's requests hold %d, of the %d they may hold at once (--max-bookings-per-namespace)", e.adding, e.namespace, e.live, e.limit)
 }
 
-// checkBookingLimit checks that adding Reservations of a booking keeps
-// namespace's live ones (cached or assumed, not ended) within
-// maxBookingsPerNamespace. The caller holds bookMu.
-func (r *Reconciler) checkBookingLimit(ctx context.Context, namespace string, adding int) error {
+// bookedNow are every Reservation, cached or assumed: what the booking
+// checks made under bookMu count. Read only: the cache's own objects.
+func (r *Reconciler) bookedNow(ctx context.Context) ([]schedv1alpha1.Reservation, error) {
 	var rs schedv1alpha1.ReservationList
-	// Read only: the cache's own objects, not copies.
 	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
-		return err
+		return nil, err
 	}
+	return r.withAssumed(rs.Items), nil
+}
+
+// checkBookingLimit checks that adding Reservations of a booking keeps
+// namespace's live ones among booked (bookedNow; not ended) within
+// maxBookingsPerNamespace. The caller holds bookMu.
+func (r *Reconciler) checkBookingLimit(booked []schedv1alpha1.Reservation, namespace string, adding int) error {
 	live := 0
-	for _, res := range r.withAssumed(rs.Items) {
+	for _, res := range booked {
 		ns, _, ok := strings.Cut(res.Annotations[AnnotationRequest], "/")
 		if !ok || ns != namespace {
 			continue
@@ -422,8 +431,8 @@ func (r *Reconciler) checkBookingLimit(ctx context.Context, namespace string, ad
 // for the namespace as its pods would. The caller holds bookMu, so the
 // bookings of a request checked just before are counted (assumed if the
 // cache does not show them yet) and two requests cannot both pass on the
-// same room.
-func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.ProvisioningRequest, sets []simulator.PodSet, except types.UID) error {
+// same room. booked are the Reservations, cached or assumed (bookedNow).
+func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.ProvisioningRequest, sets []simulator.PodSet, except types.UID, booked []schedv1alpha1.Reservation) error {
 	var quotas v1.ResourceQuotaList
 	if err := r.Client.List(ctx, &quotas, client.InNamespace(pr.Namespace)); err != nil {
 		return err
@@ -435,11 +444,6 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.Provisi
 	for i := range quotas.Items {
 		qs[i] = &quotas.Items[i]
 	}
-	var rs schedv1alpha1.ReservationList
-	// Read only: the cache's own objects, not copies.
-	if err := r.Client.List(ctx, &rs, client.UnsafeDisableDeepCopy); err != nil {
-		return err
-	}
 	want := quota.Demands(sets)
 	var pods int64
 	for _, d := range want {
@@ -449,9 +453,8 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.Provisi
 	if err != nil {
 		return err
 	}
-	reservations := r.withAssumed(rs.Items)
-	held := r.heldBookings(reservations, pr.Namespace, except)
-	planned, err := r.scaleUpsHeld(ctx, pr.Namespace, pr.UID, reservations)
+	held := r.heldBookings(booked, pr.Namespace, except)
+	planned, err := r.scaleUpsHeld(ctx, pr.Namespace, pr.UID, booked)
 	if err != nil {
 		return err
 	}

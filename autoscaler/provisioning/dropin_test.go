@@ -130,11 +130,11 @@ func TestExistingConsumersQuotaCheck(t *testing.T) {
 	done := wrappers.MakePod("done", "ns").Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
 	r.Pods = podLister(t, append(gated, other, done)...)
 	rq := &request{pr: pr, class: c, sets: []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 3}}}
-	if err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID); err != nil {
+	if err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID, booked(t, r)); err != nil {
 		t.Errorf("3 gated pods of the request fill the quota: %v", err)
 	}
 	r.Pods = podLister(t, gated[0], other, done)
-	err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID)
+	err := r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID, booked(t, r))
 	if err == nil || !strings.Contains(err.Error(), "1 of the request's pods exist already") {
 		t.Errorf("1 of 3 pods exists, quota full: %v", err)
 	}
@@ -153,7 +153,7 @@ func TestExistingConsumersQuotaCheck(t *testing.T) {
 		running = append(running, p)
 	}
 	r.Pods = podLister(t, running...)
-	err = r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID)
+	err = r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID, booked(t, r))
 	if err == nil || !strings.Contains(err.Error(), "exceeded") || strings.Contains(err.Error(), "exist already") {
 		t.Errorf("2 bound pods and 1 being deleted name the request, quota full: %v", err)
 	}
@@ -262,7 +262,7 @@ func TestQuotaCountsScaleUpsInFlight(t *testing.T) {
 		if err != nil || missing != "" {
 			t.Fatalf("pod sets: %v, %q", err, missing)
 		}
-		return r.checkNamespaceQuota(ctx, b, sets, except)
+		return r.checkNamespaceQuota(ctx, b, sets, except, booked(t, r))
 	}
 	if err := check(4, "b"); err != nil {
 		t.Errorf("4 pods beside a scale-up of 6, quota 10: %v", err)
@@ -280,7 +280,7 @@ func TestQuotaCountsScaleUpsInFlight(t *testing.T) {
 		t.Errorf("5 pods beside a booking of 6, quota 10: passed")
 	}
 	// A rebook of 5 of a's pods counts a's surviving booking of 6.
-	if err := r.checkNamespaceQuota(ctx, scaling, []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 5}}, ""); err == nil {
+	if err := r.checkNamespaceQuota(ctx, scaling, []simulator.PodSet{{Name: "0-workers", Pod: pod, Count: 5}}, "", booked(t, r)); err == nil {
 		t.Errorf("a rebook of 5 pods beside the request's own booking of 6, quota 10: passed")
 	}
 }
@@ -331,15 +331,15 @@ func TestQuotaCountsScaleUpsJustPlanned(t *testing.T) {
 	planned, plannedSets := request("a", 6)
 	r.assumeScaleUp(planned, quota.Demands(plannedSets))
 	b, bSets := request("b", 5)
-	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID); err == nil {
+	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID, booked(t, r)); err == nil {
 		t.Errorf("5 pods beside a scale-up of 6 just planned, quota 10: passed")
 	}
 	// The scale-up's own checks do not count it.
-	if err := r.checkNamespaceQuota(ctx, planned, plannedSets, planned.UID); err != nil {
+	if err := r.checkNamespaceQuota(ctx, planned, plannedSets, planned.UID, booked(t, r)); err != nil {
 		t.Errorf("the planned request itself: %v", err)
 	}
 	r.unassumeScaleUp(planned.UID)
-	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID); err != nil {
+	if err := r.checkNamespaceQuota(ctx, b, bSets, b.UID, booked(t, r)); err != nil {
 		t.Errorf("5 pods once the scale-up did not start, quota 10: %v", err)
 	}
 }
@@ -348,7 +348,6 @@ func TestQuotaCountsScaleUpsJustPlanned(t *testing.T) {
 // or assumed) count toward --max-bookings-per-namespace; ended ones and
 // other namespaces' do not; a booking larger than the limit alone says so.
 func TestBookingLimit(t *testing.T) {
-	ctx := context.Background()
 	res := func(name, request string, phase schedv1alpha1.ReservationPhase) *schedv1alpha1.Reservation {
 		return wrappers.MakeReservation(name, "cpu", "1").Annotation(AnnotationRequest, request).Phase(phase).Obj()
 	}
@@ -359,18 +358,18 @@ func TestBookingLimit(t *testing.T) {
 		res("d", "neighbour/r3", schedv1alpha1.ReservationAvailable))
 	r.MaxBookingsPerNamespace = 4
 	r.assume([]*schedv1alpha1.Reservation{res("e", "tenant/r4", "")})
-	if err := r.checkBookingLimit(ctx, "tenant", 1); err != nil {
+	if err := r.checkBookingLimit(booked(t, r), "tenant", 1); err != nil {
 		t.Errorf("3 live and 1 more, limit 4: %v", err)
 	}
 	le := (*bookingLimitError)(nil)
-	if err := r.checkBookingLimit(ctx, "tenant", 2); !errors.As(err, &le) || le.live != 3 ||
+	if err := r.checkBookingLimit(booked(t, r), "tenant", 2); !errors.As(err, &le) || le.live != 3 ||
 		!strings.Contains(err.Error(), "namespace tenant's requests hold 3, of the 4") {
 		t.Errorf("3 live and 2 more, limit 4: %v", err)
 	}
-	if err := r.checkBookingLimit(ctx, "tenant", 5); err == nil || !strings.Contains(err.Error(), "needs 5 Reservations, more than the 4") {
+	if err := r.checkBookingLimit(booked(t, r), "tenant", 5); err == nil || !strings.Contains(err.Error(), "needs 5 Reservations, more than the 4") {
 		t.Errorf("a booking of 5, limit 4: %v", err)
 	}
-	if err := r.checkBookingLimit(ctx, "neighbour", 3); err != nil {
+	if err := r.checkBookingLimit(booked(t, r), "neighbour", 3); err != nil {
 		t.Errorf("another namespace, 1 live and 3 more: %v", err)
 	}
 }
@@ -392,4 +391,14 @@ func scalingUp(name string, count int32) *provv1.ProvisioningRequest {
 	pr := withAttempt(name, name+"-1")
 	pr.Spec = wrappers.MakeProvisioningRequest(name, "tenant", provv1.ClassBestEffortAtomicScaleUp).PodSet("workers", count).Obj().Spec
 	return pr
+}
+
+// booked is bookedNow for a test.
+func booked(t *testing.T, r *Reconciler) []schedv1alpha1.Reservation {
+	t.Helper()
+	rs, err := r.bookedNow(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
 }

@@ -248,8 +248,12 @@ func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []
 	pr := rq.pr
 	r.bookMu.Lock()
 	defer r.bookMu.Unlock()
+	booked, err := r.bookedNow(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	// The request's own bookings that were not lost count as held.
-	if err := r.checkNamespaceQuota(ctx, pr, want, ""); err != nil {
+	if err := r.checkNamespaceQuota(ctx, pr, want, "", booked); err != nil {
 		return nil, nil, err
 	}
 	cluster, err := r.cluster(ctx, pr)
@@ -273,7 +277,7 @@ func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []
 			todo = append(todo, res)
 		}
 	}
-	if err := r.checkBookingLimit(ctx, pr.Namespace, len(todo)); err != nil {
+	if err := r.checkBookingLimit(booked, pr.Namespace, len(todo)); err != nil {
 		return nil, nil, err
 	}
 	r.assume(todo)
