@@ -110,8 +110,10 @@ type draManager struct {
 
 var _ fwk.SharedDRAManager = &draManager{}
 
-func newDRAManager(ctx context.Context, factory informers.SharedInformerFactory, consumable bool) *draManager {
-	m := &draManager{informers: &draInformers{factory: factory, ctx: ctx}, consumable: consumable}
+// newDRAManager is the DRA state of one framework instance; the instances
+// share the informers.
+func newDRAManager(shared *draInformers, consumable bool) *draManager {
+	m := &draManager{informers: shared, consumable: consumable}
 	m.end()
 	return m
 }

@@ -183,7 +183,7 @@ func TestPlaceWithoutClaimsStartsNoDRAInformers(t *testing.T) {
 	if _, err := s.Place(t.Context(), Cluster{Nodes: []*v1.Node{node("n1", "4")}}, []PodSet{{Name: "w", Pod: pod("1"), Count: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if s.dra.informers.synced != nil {
+	if s.informers.synced != nil {
 		t.Error("the DRA informers were started for pods without claims")
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -40,18 +39,37 @@ import (
 )
 
 // Simulator runs one profile's PreFilter and Filter plugins over
-// snapshots. Simulations are serialized: the framework's plugins read the
-// snapshot through one lister.
+// snapshots. It holds a few instances of the framework, each with its own
+// snapshot lister and DRA state: as many simulations run at once, and more
+// wait for an instance.
 type Simulator struct {
-	mu      sync.Mutex
-	fw      framework.Framework
-	lister  *listerProxy
-	dra     *draManager
+	pool    chan *instance
+	size    int
 	skipped []string
+	// informers are the DRA objects, shared by the instances.
+	informers *draInformers
+}
+
+// instance is one framework and the state its plugins read.
+type instance struct {
+	fw     framework.Framework
+	lister *listerProxy
+	dra    *draManager
 	// reserveClaims is the DynamicResources plugin, which records the
 	// devices it allocated for a placed pod in the simulation's claims;
 	// nil when the profile does not enable it.
 	reserveClaims *claimsOnly
+}
+
+// Option configures New.
+type Option func(*options)
+
+type options struct{ instances int }
+
+// WithInstances sets how many simulations may run at once (default 1):
+// each instance is a framework of the profile, with its plugins' state.
+func WithInstances(n int) Option {
+	return func(o *options) { o.instances = max(n, 1) }
 }
 
 // New builds the framework of profile with the in-tree plugins it enables.
@@ -63,12 +81,31 @@ type Simulator struct {
 // DynamicResources runs as in the scheduler, over the simulation's
 // DRA state. Its objects come from factory's resource.k8s.io informers,
 // which start (and live as long as ctx) when a simulation first has a pod
-// with resource claims.
-func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory) (*Simulator, error) {
+// with resource claims; the instances share them.
+func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory, opts ...Option) (*Simulator, error) {
+	o := options{instances: 1}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// The framework counts its plugins in kube-scheduler's metrics.
 	schedmetrics.Register()
+	shared := &draInformers{factory: factory, ctx: ctx}
+	consumable := utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity)
+	s := &Simulator{pool: make(chan *instance, o.instances), size: o.instances, informers: shared}
+	for range o.instances {
+		inst, skipped, err := newInstance(ctx, profile, client, factory, newDRAManager(shared, consumable))
+		if err != nil {
+			return nil, err
+		}
+		s.skipped = skipped
+		s.pool <- inst
+	}
+	return s, nil
+}
+
+func newInstance(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory, dra *draManager) (*instance, []string, error) {
 	registry := plugins.NewInTreeRegistry()
-	s := &Simulator{dra: newDRAManager(ctx, factory, utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity))}
+	inst := &instance{dra: dra}
 	if newDRA, ok := registry[names.DynamicResources]; ok {
 		registry[names.DynamicResources] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			p, err := newDRA(ctx, args, h)
@@ -79,8 +116,8 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kuber
 			if !ok {
 				return nil, fmt.Errorf("plugin %s is a %T", names.DynamicResources, p)
 			}
-			s.reserveClaims = &claimsOnly{pl}
-			return s.reserveClaims, nil
+			inst.reserveClaims = &claimsOnly{pl}
+			return inst.reserveClaims, nil
 		}
 	}
 	p, skipped := restrict(profile, func(name string) bool {
@@ -89,21 +126,24 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kuber
 		// PodDisruptionBudgets it watches) is not needed.
 		return known && name != names.DefaultPreemption
 	})
-	s.lister = &listerProxy{SharedLister: cache.NewEmptySnapshot()}
+	inst.lister = &listerProxy{SharedLister: cache.NewEmptySnapshot()}
 	fw, err := frameworkruntime.NewFramework(ctx, registry, p,
 		frameworkruntime.WithClientSet(client),
 		frameworkruntime.WithInformerFactory(factory),
-		frameworkruntime.WithSnapshotSharedLister(s.lister),
+		frameworkruntime.WithSnapshotSharedLister(inst.lister),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
-		frameworkruntime.WithSharedDRAManager(s.dra),
+		frameworkruntime.WithSharedDRAManager(dra),
 		frameworkruntime.WithLogger(klog.FromContext(ctx).WithName("simulator")),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("building the scheduling framework of profile %q: %w", profile.SchedulerName, err)
+		return nil, nil, fmt.Errorf("building the scheduling framework of profile %q: %w", profile.SchedulerName, err)
 	}
-	s.fw, s.skipped = fw, skipped
-	return s, nil
+	inst.fw = fw
+	return inst, skipped, nil
 }
+
+// Instances is how many simulations may run at once.
+func (s *Simulator) Instances() int { return s.size }
 
 // Skipped are the profile's plugins the simulation does not run.
 func (s *Simulator) Skipped() []string { return s.skipped }
@@ -188,43 +228,64 @@ func (u *Unschedulable) Error() string {
 	return fmt.Sprintf("pod set %s: %d of %d pods fit; the next: %s", u.PodSet, u.Placed, u.Count, u.Reason)
 }
 
-// Place puts every pod of sets on a snapshot of c, in order, each on the
-// first node (existing nodes by name, then c.NewNodes) whose filters pass. It returns the placement, or an
-// *Unschedulable error naming the first pod set that does not fit whole.
+// Place is PlaceWithin with no budget.
+func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placement, error) {
+	return s.PlaceWithin(ctx, c, sets, nil)
+}
+
+// PlaceWithin puts every pod of sets on a snapshot of c, in order, each on
+// the first node (existing nodes by name, then c.NewNodes) whose filters
+// pass. It returns the placement, or an *Unschedulable error naming the
+// first pod set that does not fit whole, or a *BudgetExceeded error when b
+// (nil: none) is spent first.
 //
 // Pods of a set are identical, so a node that rejects one rejects the next
 // (placing pods only takes capacity away): each set walks the nodes once,
-// and a request of P pods on N nodes costs about P+N filter runs.
-// Affinity between the request's own pods is the exception: such a set is
-// walked from the first node for every pod.
+// and a request of P pods on N nodes costs about P+N filter runs. Required
+// pod affinity is the exception: placing a pod may open nodes to the next,
+// and such a set is walked from the first node for every pod. Spread
+// constraints may too: a pod that fits no node from where the last one
+// went tries the nodes before it.
 //
 // A pod's resource claims are simulated when the profile enables
 // DynamicResources (otherwise they are ignored, as that profile's scheduler
 // would): a pod set naming a ResourceClaimTemplate or ResourceClaim that
 // does not exist gets an *InvalidPodSet error before anything is placed.
-func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placement, error) {
+//
+// PlaceWithin waits for a free instance of the framework; ctx bounds the
+// wait and the simulation.
+func (s *Simulator) PlaceWithin(ctx context.Context, c Cluster, sets []PodSet, b *Budget) (Placement, error) {
+	var inst *instance
+	select {
+	case inst = <-s.pool:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	defer func() { s.pool <- inst }()
+	return inst.place(ctx, c, sets, b)
+}
+
+func (inst *instance) place(ctx context.Context, c Cluster, sets []PodSet, b *Budget) (Placement, error) {
 	withClaims := false
 	for _, set := range sets {
 		withClaims = withClaims || len(set.Pod.Spec.ResourceClaims) > 0
 	}
-	withClaims = withClaims && s.reserveClaims != nil
+	withClaims = withClaims && inst.reserveClaims != nil
 	if withClaims {
-		if err := s.dra.informers.start(ctx); err != nil {
+		if err := inst.dra.informers.start(ctx); err != nil {
 			return nil, err
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var claims []podClaims
 	if withClaims {
-		if err := s.dra.begin(c.ResourceSlices); err != nil {
+		if err := inst.dra.begin(c.ResourceSlices); err != nil {
 			return nil, err
 		}
-		defer s.dra.end()
+		defer inst.dra.end()
 		claims = make([]podClaims, len(sets))
 		for i, set := range sets {
 			if len(set.Pod.Spec.ResourceClaims) > 0 {
-				pc, err := s.dra.resolveClaims(set)
+				pc, err := inst.dra.resolveClaims(set)
 				if err != nil {
 					return nil, err
 				}
@@ -233,7 +294,7 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 		}
 	}
 	snap := cache.NewSnapshot(c.Pods, append(append([]*v1.Node(nil), c.Nodes...), c.NewNodes...))
-	s.lister.SharedLister = snap
+	inst.lister.SharedLister = snap
 	nodes, err := snap.NodeInfos().List()
 	if err != nil {
 		return nil, err
@@ -252,20 +313,33 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 
 	out := Placement{}
 	for si, set := range sets {
-		restart := set.Pod.Spec.Affinity != nil && (set.Pod.Spec.Affinity.PodAffinity != nil || set.Pod.Spec.Affinity.PodAntiAffinity != nil)
+		restart := requiredAffinity(set.Pod)
+		cost := cost{filter: 1, preFilter: 1}
+		if CrossNode(set.Pod) {
+			cost.preFilter = int64(len(nodes))
+		}
+		if claims != nil && claims[si] != nil {
+			cost.filter += int64(len(inst.dra.slices) / slicesPerEvaluation)
+		}
 		next := 0
 		for i := range set.Count {
+			if err := ctx.Err(); err != nil {
+				return nil, context.Cause(ctx)
+			}
 			pod := set.Pod.DeepCopy()
 			pod.Name = fmt.Sprintf("%s-%d", set.Name, i)
 			pod.UID = types.UID(fmt.Sprintf("simulated-%d-%d", si, i))
 			pod.Spec.NodeName = ""
 			if claims != nil && claims[si] != nil {
-				s.dra.makeClaims(pod, claims[si])
+				inst.dra.makeClaims(pod, claims[si])
 			}
 			state := framework.NewCycleState()
-			node, reason, err := s.placeOne(ctx, state, nodes, pod, next)
+			node, reason, late, err := inst.placeOne(ctx, state, nodes, pod, next, b, cost)
 			if err != nil {
 				return nil, err
+			}
+			if node == outOfBudget {
+				return nil, &BudgetExceeded{PodSet: set.Name, Placed: i, Count: set.Count, Used: b.Used(), Limit: b.Evaluations, Late: late}
 			}
 			if node < 0 {
 				return nil, &Unschedulable{PodSet: set.Name, Placed: i, Count: set.Count, Reason: reason}
@@ -273,7 +347,7 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 			pod.Spec.NodeName = nodes[node].Node().Name
 			if claims != nil && claims[si] != nil {
 				// The devices Filter found on the node become the claims'.
-				if st := s.reserveClaims.Reserve(ctx, state, pod, pod.Spec.NodeName); !st.IsSuccess() {
+				if st := inst.reserveClaims.Reserve(ctx, state, pod, pod.Spec.NodeName); !st.IsSuccess() {
 					return nil, fmt.Errorf("allocating the resource claims of pod set %s on node %s: %w", set.Name, pod.Spec.NodeName, st.AsError())
 				}
 			}
@@ -293,49 +367,76 @@ func (s *Simulator) Place(ctx context.Context, c Cluster, sets []PodSet) (Placem
 	return out, nil
 }
 
+// cost is what a pod's PreFilter and each of its Filter runs count against
+// a Budget.
+type cost struct{ preFilter, filter int64 }
+
+// outOfBudget is placeOne's node when the budget ran out.
+const outOfBudget = -2
+
 // placeOne returns the index of the first node from start whose filters
-// pass for pod, or -1 and why none does. The plugins keep their findings in
-// state.
-func (s *Simulator) placeOne(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, pod *v1.Pod, start int) (int, string, error) {
-	res, st, _ := s.fw.RunPreFilterPlugins(ctx, state, pod)
+// pass for pod, or -1 and why none does, or outOfBudget (late: past the
+// deadline). The plugins keep their findings in state.
+func (inst *instance) placeOne(ctx context.Context, state fwk.CycleState, nodes []fwk.NodeInfo, pod *v1.Pod, start int, b *Budget, c cost) (int, string, bool, error) {
+	if ok, late := b.spend(c.preFilter); !ok {
+		return outOfBudget, "", late, nil
+	}
+	res, st, _ := inst.fw.RunPreFilterPlugins(ctx, state, pod)
 	if !st.IsSuccess() && !st.IsSkip() {
 		if st.IsRejected() {
-			return -1, st.Message(), nil
+			return -1, st.Message(), false, nil
 		}
-		return -1, "", st.AsError()
+		return -1, "", false, st.AsError()
 	}
 	reasons := map[string]int{}
-	filter := func(i int) (bool, error) {
+	late := false
+	// filter is 1 when node i fits, 0 when not, -1 when the budget is
+	// gone.
+	filter := func(i int) (int, error) {
 		ni := nodes[i]
 		if !res.AllNodes() && !res.NodeNames.Has(ni.Node().Name) {
 			reasons["node(s) excluded by PreFilter"]++
-			return false, nil
+			return 0, nil
 		}
-		st := s.fw.RunFilterPlugins(ctx, state, pod, ni)
+		var ok bool
+		if ok, late = b.spend(c.filter); !ok {
+			return -1, nil
+		}
+		st := inst.fw.RunFilterPlugins(ctx, state, pod, ni)
 		if st.IsSuccess() {
-			return true, nil
+			return 1, nil
 		}
 		if !st.IsRejected() {
-			return false, st.AsError()
+			return 0, st.AsError()
 		}
 		for _, r := range st.Reasons() {
 			reasons[r]++
 		}
-		return false, nil
+		return 0, nil
 	}
-	for i := start; i < len(nodes); i++ {
-		if ok, err := filter(i); ok || err != nil {
-			return i, "", err
+	try := func(from, to int) (int, error) {
+		for i := from; i < to; i++ {
+			switch fit, err := filter(i); {
+			case err != nil:
+				return -1, err
+			case fit < 0:
+				return outOfBudget, nil
+			case fit > 0:
+				return i, nil
+			}
 		}
+		return -1, nil
 	}
-	// Nothing fits: the nodes skipped (they rejected an earlier pod of the
-	// set) give their reasons too, for a message about the whole cluster.
-	for i := range start {
-		if ok, err := filter(i); ok || err != nil {
-			return i, "", err
-		}
+	if i, err := try(start, len(nodes)); i != -1 || err != nil {
+		return i, "", late, err
 	}
-	return -1, summarize(len(nodes), reasons), nil
+	// Nothing fits from start: the nodes before it (they rejected an
+	// earlier pod of the set, or spread kept it off them) are tried too,
+	// and give their reasons for a message about the whole cluster.
+	if i, err := try(0, start); i != -1 || err != nil {
+		return i, "", late, err
+	}
+	return -1, summarize(len(nodes), reasons), false, nil
 }
 
 // summarize is a message like the scheduler's: "0/3 nodes are available:

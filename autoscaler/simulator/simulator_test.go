@@ -22,6 +22,12 @@ import (
 // cluster whose API holds objects (the DRA objects simulations read).
 func newSimulator(t testing.TB, profile *config.KubeSchedulerProfile, objects ...runtime.Object) *Simulator {
 	t.Helper()
+	return newSimulatorWith(t, profile, nil, objects...)
+}
+
+// newSimulatorWith is newSimulator with options.
+func newSimulatorWith(t testing.TB, profile *config.KubeSchedulerProfile, opts []Option, objects ...runtime.Object) *Simulator {
+	t.Helper()
 	if profile == nil {
 		cfg, err := latest.Default()
 		if err != nil {
@@ -30,7 +36,7 @@ func newSimulator(t testing.TB, profile *config.KubeSchedulerProfile, objects ..
 		profile = &cfg.Profiles[0]
 	}
 	client := fake.NewClientset(objects...)
-	s, err := New(t.Context(), profile, client, informers.NewSharedInformerFactory(client, 0))
+	s, err := New(t.Context(), profile, client, informers.NewSharedInformerFactory(client, 0), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
