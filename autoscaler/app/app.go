@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -90,6 +91,10 @@ func Profile(file, name string) (*schedconfig.KubeSchedulerProfile, error) {
 	return nil, fmt.Errorf("the scheduler configuration has no profile %q", name)
 }
 
+// maxSimulationInstances bounds --simulation-instances: each instance is a
+// framework with its plugins' state.
+const maxSimulationInstances = 64
+
 // maxWorkers bounds --concurrent-provisioning-request-syncs.
 const maxWorkers = 256
 
@@ -103,6 +108,12 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	if o.Workers < 1 || o.Workers > maxWorkers {
 		return nil, fmt.Errorf("--concurrent-provisioning-request-syncs must be from 1 to %d, not %d", maxWorkers, o.Workers)
+	}
+	if o.SimulationBudget < 0 || o.SimulationTimeout < 0 {
+		return nil, fmt.Errorf("--simulation-budget and --simulation-timeout may not be negative (0: their defaults)")
+	}
+	if o.SimulationInstances < 0 || o.SimulationInstances > maxSimulationInstances {
+		return nil, fmt.Errorf("--simulation-instances must be from 1 to %d (0: %d), not %d", maxSimulationInstances, provisioning.DefaultSimulationInstances, o.SimulationInstances)
 	}
 	if cfg.QPS == 0 {
 		cfg = rest.CopyConfig(cfg)
@@ -130,7 +141,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	// Without managed fields, which nothing reads: the cluster's objects,
 	// the tenants' resource claims among them, cost less to keep.
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(stripManagedFields))
-	sim, err := simulator.New(ctx, profile, client, factory)
+	sim, err := simulator.New(ctx, profile, client, factory, simulator.WithInstances(cmp.Or(o.SimulationInstances, provisioning.DefaultSimulationInstances)))
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +167,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		MaxPodsPerRequest: o.MaxPodsPerRequest, MaxBookingsPerNamespace: o.MaxBookingsPerNamespace, ProcessorInstance: o.ProcessorInstance, Workers: o.Workers,
 		NodeGroupBackoff: o.NodeGroupBackoff, MaxNodeGroupBackoff: o.MaxNodeGroupBackoff,
 		NoUpstreamClasses: !o.UpstreamClasses, FinishedRequestTTL: o.FinishedRequestTTL,
+		SimulationBudget: o.SimulationBudget, SimulationTimeout: o.SimulationTimeout,
 	}
 	synced := &atomic.Bool{}
 	r.Synced = synced.Load

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
+	"github.com/gantry-dev/gantry/autoscaler/simulator"
 )
 
 // Options configure the provisioner.
@@ -56,6 +57,11 @@ type Options struct {
 	FinishedRequestTTL time.Duration
 	// NodeGroupBackoff and MaxNodeGroupBackoff: see provisioning.Reconciler.
 	NodeGroupBackoff, MaxNodeGroupBackoff time.Duration
+	// SimulationBudget and SimulationTimeout: see provisioning.Reconciler.
+	SimulationBudget  int64
+	SimulationTimeout time.Duration
+	// SimulationInstances is how many simulations run at once.
+	SimulationInstances int
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -82,6 +88,9 @@ func NewOptions() *Options {
 		FinishedRequestTTL:      provisioning.DefaultFinishedRequestTTL,
 		NodeGroupBackoff:        provisioning.DefaultNodeGroupBackoff,
 		MaxNodeGroupBackoff:     provisioning.DefaultMaxNodeGroupBackoff,
+		SimulationBudget:        simulator.DefaultEvaluations,
+		SimulationTimeout:       provisioning.DefaultSimulationTimeout,
+		SimulationInstances:     provisioning.DefaultSimulationInstances,
 	}
 }
 
@@ -103,12 +112,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "how long a node the provisioner created must be empty and unbooked before it is removed (0: never)")
 	fs.DurationVar(&o.ScaleDownInterval, "scale-down-interval", o.ScaleDownInterval, "how often scale-down looks at the nodes")
 	fs.DurationVar(&o.ScaleDownTaintGrace, "scale-down-taint-grace", o.ScaleDownTaintGrace, "how long scale-down waits between tainting nodes and looking at them again (pods, nominations, bookings) before deleting them: bindings the scheduler decided before it saw the taint commit meanwhile")
-	fs.IntVar(&o.Workers, "concurrent-provisioning-request-syncs", o.Workers, "how many ProvisioningRequests are reconciled at once (only the simulation of a booking runs one at a time); more gets more requests decided a second when --kube-api-qps allows it")
-	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node, because the simulation of a request holds up every other request's booking")
+	fs.IntVar(&o.Workers, "concurrent-provisioning-request-syncs", o.Workers, "how many ProvisioningRequests are reconciled at once (simulations run --simulation-instances at a time); more gets more requests decided a second when --kube-api-qps allows it")
+	fs.IntVar(&o.MaxPodsPerRequest, "max-pods-per-request", o.MaxPodsPerRequest, "the most pods (the sum of spec.podSets[*].count) one ProvisioningRequest may ask for; a request asking for more fails with reason TooManyPods before anything is simulated. Upstream has no limit; the default is the largest cluster of Kubernetes' scalability thresholds (5000 nodes), one pod per node")
 	fs.IntVar(&o.MaxBookingsPerNamespace, "max-bookings-per-namespace", o.MaxBookingsPerNamespace, "the most Reservations the bookings of one namespace's requests may hold at once (each is placed by the scheduler and written by its status controller, whatever it holds). A booking that would pass it is not made: the request fails with reason TooManyBookings if its booking alone needs more, and is retried as capacity not found otherwise. The default is the most Reservations one request can need (--max-pods-per-request's default, one per pod)")
 	fs.StringVar(&o.ProcessorInstance, "check-capacity-processor-instance", o.ProcessorInstance, "serve only the check-capacity requests whose processorInstance parameter is this, and no atomic scale-up request, as cluster-autoscaler's flag of the same name (empty: serve the requests that name no instance)")
 	fs.BoolVar(&o.UpstreamClasses, "serve-upstream-classes", o.UpstreamClasses, "serve the upstream class names (check-capacity.autoscaling.x-k8s.io, best-effort-atomic-scale-up.autoscaling.x-k8s.io and their older names); false leaves them to a cluster-autoscaler running beside, and serves ProvisioningClasses only")
 	fs.DurationVar(&o.NodeGroupBackoff, "initial-node-group-backoff-duration", o.NodeGroupBackoff, "how long a node group whose scale-up failed (nodes not Ready within the provisioning timeout, or refused by the provider) is left out of scale-up plans, as cluster-autoscaler's flag of the same name; doubled after each further failure in a row")
 	fs.DurationVar(&o.MaxNodeGroupBackoff, "max-node-group-backoff-duration", o.MaxNodeGroupBackoff, "the longest a node group is backed off, as cluster-autoscaler's flag of the same name")
+	fs.Int64Var(&o.SimulationBudget, "simulation-budget", o.SimulationBudget, "the most filter evaluations (one pod on one node; a pod with required inter-pod terms or spread constraints counts a node more for each node; a pod with resource claims, one more per 4 ResourceSlices) one simulation of a request may do; a request that needs more fails with reason SimulationBudgetExceeded. The default is about 2 s of one CPU")
+	fs.DurationVar(&o.SimulationTimeout, "simulation-timeout", o.SimulationTimeout, "the longest one simulation of a request may take once its turn came; a request that needs longer fails with reason SimulationBudgetExceeded")
+	fs.IntVar(&o.SimulationInstances, "simulation-instances", o.SimulationInstances, "how many simulations run at once, each for a different namespace; the namespaces waiting take turns, the one served longest ago first. Each holds a copy of the scheduling framework's state")
 	fs.DurationVar(&o.FinishedRequestTTL, "delete-finished-requests-after", o.FinishedRequestTTL, "delete a ProvisioningRequest this long after it ended (Failed, BookingExpired or CapacityRevoked), as cluster-autoscaler does after 7 days (0: never)")
 }

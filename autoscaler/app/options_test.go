@@ -32,6 +32,9 @@ func TestOptionsDefaults(t *testing.T) {
 		FinishedRequestTTL:      7 * 24 * time.Hour,
 		NodeGroupBackoff:        5 * time.Minute,
 		MaxNodeGroupBackoff:     30 * time.Minute,
+		SimulationBudget:        2_000_000,
+		SimulationTimeout:       30 * time.Second,
+		SimulationInstances:     2,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -66,6 +69,9 @@ func TestOptionsFlags(t *testing.T) {
 		"--delete-finished-requests-after=0s",
 		"--initial-node-group-backoff-duration=10s",
 		"--max-node-group-backoff-duration=1m",
+		"--simulation-budget=5000",
+		"--simulation-timeout=3s",
+		"--simulation-instances=4",
 	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
@@ -91,6 +97,9 @@ func TestOptionsFlags(t *testing.T) {
 		FinishedRequestTTL:      0,
 		NodeGroupBackoff:        10 * time.Second,
 		MaxNodeGroupBackoff:     time.Minute,
+		SimulationBudget:        5000,
+		SimulationTimeout:       3 * time.Second,
+		SimulationInstances:     4,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
@@ -104,6 +113,26 @@ func TestNewRefusesWorkersOutOfRange(t *testing.T) {
 		_, err := New(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, *o)
 		if err == nil || !strings.Contains(err.Error(), "--concurrent-provisioning-request-syncs") {
 			t.Errorf("workers %d: %v, want an error naming the flag", n, err)
+		}
+	}
+}
+
+func TestNewRefusesSimulationLimitsOutOfRange(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+		flag string
+	}{
+		{"negative budget", func(o *Options) { o.SimulationBudget = -1 }, "--simulation-budget"},
+		{"negative timeout", func(o *Options) { o.SimulationTimeout = -time.Second }, "--simulation-timeout"},
+		{"negative instances", func(o *Options) { o.SimulationInstances = -1 }, "--simulation-instances"},
+		{"too many instances", func(o *Options) { o.SimulationInstances = maxSimulationInstances + 1 }, "--simulation-instances"},
+	} {
+		o := NewOptions()
+		tc.set(o)
+		_, err := New(context.Background(), &rest.Config{Host: "https://127.0.0.1:1"}, *o)
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.flag)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	quotav1 "k8s.io/apiserver/pkg/quota/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
@@ -191,6 +192,16 @@ func hostPorts(pod *v1.Pod) []v1.ContainerPort {
 // are all Ready has lost them (the attempt is rolled back).
 func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcile.Result, error) {
 	sim, err := r.placeAndBook(ctx, rq)
+	if errors.Is(err, errPutBack) {
+		// Woken when a request of its namespace is decided (turns.go).
+		return reconcile.Result{RequeueAfter: putBackRetry}, nil
+	}
+	if errors.Is(err, errRoomTaken) {
+		return reconcile.Result{RequeueAfter: readinessPoll}, nil
+	}
+	if be := (*simulator.BudgetExceeded)(nil); errors.As(err, &be) {
+		return r.fail(ctx, rq, ReasonSimulationBudgetExceeded, r.budgetMessage(be))
+	}
 	if rej, ok := priority.AsRejection(err); ok {
 		return r.fail(ctx, rq, priorityReason(rej), err.Error())
 	}
@@ -241,6 +252,19 @@ func (r *Reconciler) simulateAndBook(ctx context.Context, rq *request) (reconcil
 	return reconcile.Result{RequeueAfter: r.PlacementTimeout}, nil
 }
 
+// putBackRetry is when a request put back for its namespace's turn is
+// tried again if no ticket given back wakes it first.
+const putBackRetry = 5 * time.Second
+
+// budgetMessage says that a simulation passed its budget, and which flags
+// set it.
+func (r *Reconciler) budgetMessage(be *simulator.BudgetExceeded) string {
+	if be.Late {
+		return fmt.Sprintf("%v; the simulation of one attempt may take %s (--simulation-timeout)", be, cmp.Or(r.SimulationTimeout, DefaultSimulationTimeout))
+	}
+	return be.Error() + " (--simulation-budget)"
+}
+
 // bookingReportAfter is how long a booking may be placed before the
 // request's status says it is being booked (Provisioned=False, reason
 // BookingCapacity).
@@ -254,7 +278,9 @@ func bookingMessage(pods, nodes int) string {
 // nodes, or pods that do not fit the cluster as it is (unschedulable),
 // with, for an atomic class, the scale-up planned for them.
 type simulation struct {
-	// nodes is how many nodes the booking created is on.
+	// placement is where the pods fit; nodes is how many nodes the
+	// booking is on.
+	placement     simulator.Placement
 	nodes         int
 	unschedulable *simulator.Unschedulable
 	// scaleUp is set for an atomic class whose pods do not fit and whose
@@ -264,11 +290,12 @@ type simulation struct {
 
 // placeAndBook simulates the request's pods on the cluster and creates
 // their booking; when they do not fit and the class is atomic, it plans the
-// scale-up on the same snapshot. Two requests must not book the same room:
-// it holds bookMu from the snapshot until the booking is assumed (counted
-// by every later simulation, see assume), and creates the Reservations
-// after it lets go, while the next request is simulated. Everything else,
-// creating nodes included, runs after it returns, on several workers.
+// scale-up on the same snapshot. Simulations run in turns, without bookMu;
+// two requests must not book the same room: the booking is committed under
+// bookMu (simulateAndCommit), assumed there (counted by every later
+// simulation, see assume), and its Reservations are created after it lets
+// go. Everything else, creating nodes included, runs after it returns, on
+// several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
 	// A priority class that does not exist, or that the namespace may not
 	// use, fails the request with its own reason before admission refuses
@@ -301,59 +328,214 @@ func (r *Reconciler) resolvePriorities(ctx context.Context, rq *request) error {
 	return nil
 }
 
-// placeAndAssume is placeAndBook's part under bookMu: the quota check, the
-// simulation, and the booking it found room for, assumed, not created.
+// placeAndAssume is placeAndBook's simulation and commit: the booking it
+// found room for is assumed, not created.
 func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulation, []*schedv1alpha1.Reservation, error) {
 	if err := r.resolvePriorities(ctx, rq); err != nil {
 		return simulation{}, nil, err
 	}
+	pr, class := rq.pr, rq.class
+	return r.simulateAndCommit(ctx, rq, trial{
+		sets: rq.sets,
+		// A new attempt, a retry, and the booking made once a scale-up's
+		// nodes are Ready (its PodTemplate is read again then, and may
+		// ask for more than it did) are all checked against the quota.
+		except:      pr.UID,
+		planScaleUp: !rq.scaleUpInFlight() && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp,
+		book: func(p simulator.Placement) []*schedv1alpha1.Reservation {
+			return bookingsFor(pr, class, rq.sets, nil, p, func(set, i int) string { return bookingName(pr.UID, set, i) })
+		},
+	})
+}
+
+// trial is what one attempt simulates and books.
+type trial struct {
+	sets []simulator.PodSet
+	// except is the request whose bookings the quota check leaves out (its
+	// own, booked again; empty: none).
+	except types.UID
+	// planScaleUp: when the pods do not fit, plan a scale-up for them.
+	planScaleUp bool
+	// book is the booking of a placement.
+	book func(simulator.Placement) []*schedv1alpha1.Reservation
+}
+
+// maxSimulations bounds how many times one attempt is simulated because
+// bookings committed meanwhile may have taken the room it found; after
+// that, the request is tried again (errRoomTaken).
+const maxSimulations = 3
+
+// errRoomTaken: bookings committed while the attempt was simulated, every
+// time it was, may have taken the room it found.
+var errRoomTaken = errors.New("bookings made while the request was simulated took the room it found")
+
+// simulateAndCommit simulates the trial on the cluster in the request's
+// namespace's turn, without bookMu, and commits what it found under bookMu:
+// the quota and the booking limit are checked again against the bookings
+// made so far, and a booking another one committed since the snapshot may
+// have taken the room of (commitLog) is simulated again. A request over its
+// namespace's quota is refused before it is simulated.
+func (r *Reconciler) simulateAndCommit(ctx context.Context, rq *request, tr trial) (simulation, []*schedv1alpha1.Reservation, error) {
+	tk, err := r.theTurns().enter(client.ObjectKeyFromObject(rq.pr))
+	if err != nil {
+		return simulation{}, nil, err
+	}
+	defer tk.done()
+	for i := 1; ; i++ {
+		booked, err := r.bookedNow(ctx)
+		if err != nil {
+			return simulation{}, nil, err
+		}
+		if err := r.checkNamespaceQuota(ctx, rq.pr, tr.sets, tr.except, booked); err != nil {
+			return simulation{}, nil, err
+		}
+		sim, gen, err := r.simulate(ctx, rq, tk, tr)
+		if err != nil {
+			return simulation{}, nil, err
+		}
+		todo, err := r.commit(ctx, rq, tr, &sim, gen)
+		if errors.Is(err, errRoomTaken) && i < maxSimulations {
+			simulationsRepeated.Inc()
+			continue
+		}
+		return sim, todo, err
+	}
+}
+
+// simulate runs the trial's simulation in the ticket's turn, on a snapshot
+// of the cluster at the commit log's generation it returns. Pods that do
+// not fit get their scale-up planned on the same snapshot, within the same
+// budget.
+func (r *Reconciler) simulate(ctx context.Context, rq *request, tk *ticket, tr trial) (simulation, uint64, error) {
+	if err := tk.wait(ctx); err != nil {
+		return simulation{}, 0, err
+	}
+	defer tk.yield()
 	r.bookMu.Lock()
-	defer r.bookMu.Unlock()
-	pr, class, sets := rq.pr, rq.class, rq.sets
-	booked, err := r.bookedNow(ctx)
+	gen := r.commits.gen
+	cluster, err := r.cluster(ctx, rq.pr)
+	r.bookMu.Unlock()
 	if err != nil {
-		return simulation{}, nil, err
+		return simulation{}, gen, err
 	}
-	// Every booking is checked against the namespace's quotas, under
-	// bookMu so that the bookings made so far count: a new attempt, a
-	// retry, and the booking made once a scale-up's nodes are Ready (its
-	// PodTemplate is read again then, and may ask for more than it did).
-	if err := r.checkNamespaceQuota(ctx, pr, sets, pr.UID, booked); err != nil {
-		return simulation{}, nil, err
-	}
-	cluster, err := r.cluster(ctx, pr)
-	if err != nil {
-		return simulation{}, nil, err
-	}
-	placement, err := r.Simulator.Place(ctx, cluster, sets)
+	b := r.newBudget()
+	start := time.Now()
+	defer func() {
+		simulationEvaluations.Observe(float64(b.Used()))
+		simulationDuration.Observe(time.Since(start).Seconds())
+	}()
+	placement, err := r.Simulator.PlaceWithin(ctx, cluster, tr.sets, b)
 	var unschedulable *simulator.Unschedulable
-	if errors.As(err, &unschedulable) {
+	var over *simulator.BudgetExceeded
+	switch {
+	case errors.As(err, &unschedulable):
 		sim := simulation{unschedulable: unschedulable}
-		if !rq.scaleUpInFlight() && class.Handler == autoscalingv1alpha1.HandlerAtomicScaleUp {
-			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster)
-			if p := sim.scaleUp; p.noGroups == nil && p.err == nil && p.plan.total() > 0 {
-				// The next request's quota check counts it before the
-				// cache shows its attempt.
-				r.assumeScaleUp(pr, quota.Demands(sets))
+		if tr.planScaleUp {
+			sim.scaleUp = r.planScaleUpFor(ctx, rq, cluster, b)
+			if errors.As(sim.scaleUp.err, &over) {
+				return simulation{}, gen, over
 			}
 		}
-		return sim, nil, nil
+		return sim, gen, nil
+	case errors.As(err, &over):
+		return simulation{}, gen, over
+	case err != nil:
+		return simulation{}, gen, fmt.Errorf("simulating: %w", err)
 	}
-	if err != nil {
-		return simulation{}, nil, fmt.Errorf("simulating: %w", err)
+	return simulation{placement: placement}, gen, nil
+}
+
+// newBudget is the work budget of one simulation.
+func (r *Reconciler) newBudget() *simulator.Budget {
+	b := &simulator.Budget{Evaluations: r.SimulationBudget}
+	if b.Evaluations == 0 {
+		b.Evaluations = simulator.DefaultEvaluations
 	}
-	nodes := map[string]bool{}
+	b.Deadline = time.Now().Add(cmp.Or(r.SimulationTimeout, DefaultSimulationTimeout))
+	return b
+}
+
+// commit assumes the booking of sim's placement, or the scale-up it
+// planned, under bookMu, after checking the quota and the booking limit
+// against the bookings made so far; errRoomTaken when a booking committed
+// since the snapshot of generation gen may have taken its room.
+func (r *Reconciler) commit(ctx context.Context, rq *request, tr trial, sim *simulation, gen uint64) ([]*schedv1alpha1.Reservation, error) {
+	pr := rq.pr
 	var todo []*schedv1alpha1.Reservation
-	for si, s := range sets {
+	if sim.placement != nil {
+		todo = tr.book(sim.placement)
+	}
+	planned := sim.scaleUp != nil && sim.scaleUp.noGroups == nil && sim.scaleUp.err == nil && sim.scaleUp.plan.total() > 0
+	if sim.placement == nil && !planned {
+		return nil, nil // nothing to book
+	}
+	nodes := sets.New[string]()
+	for _, res := range todo {
+		nodes.Insert(res.Spec.Template.NodeName)
+	}
+	shape := shapeOf(tr.sets)
+	r.bookMu.Lock()
+	defer r.bookMu.Unlock()
+	if r.commits.taken(gen, nodes, shape) {
+		return nil, errRoomTaken
+	}
+	booked, err := r.bookedNow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkNamespaceQuota(ctx, pr, tr.sets, tr.except, booked); err != nil {
+		return nil, err
+	}
+	if planned {
+		// The next request's quota check counts it before the cache
+		// shows its attempt.
+		r.assumeScaleUp(pr, quota.Demands(tr.sets))
+		return nil, nil
+	}
+	if err := r.checkBookingLimit(booked, pr.Namespace, len(todo)); err != nil {
+		return nil, err
+	}
+	// The next request's simulation must count these before the cache
+	// shows them, or it would book the same room.
+	r.assume(todo)
+	r.commits.add(nodes, shape)
+	sim.nodes = len(nodes)
+	return todo, nil
+}
+
+// shapeOf is what placements of sets depend on beyond their nodes.
+func shapeOf(sets []simulator.PodSet) placementShape {
+	var s placementShape
+	for _, set := range sets {
+		s.crossNode = s.crossNode || simulator.CrossNode(set.Pod)
+		s.claims = s.claims || len(set.Pod.Spec.ResourceClaims) > 0
+	}
+	return s
+}
+
+// bookingsFor is the booking of placement: per pod set, one Reservation
+// per node for the set's pods there, in the order the simulation used the
+// nodes, or one per pod for pods with host ports (ports do not add up).
+// index maps sets to the request's pod set indexes (nil: the same); name
+// names Reservation k of a pod set.
+func bookingsFor(pr *provv1.ProvisioningRequest, class Class, sets []simulator.PodSet, index []int, placement simulator.Placement, name func(set, k int) string) []*schedv1alpha1.Reservation {
+	var todo []*schedv1alpha1.Reservation
+	for i, s := range sets {
+		si := i
+		if index != nil {
+			si = index[i]
+		}
+		add := func(k int, node string, count int) {
+			res := bookingFor(pr, si, k, s.Pod, node, count, class)
+			res.Name = name(si, k)
+			todo = append(todo, res)
+		}
 		if len(hostPorts(s.Pod)) > 0 {
-			for i, node := range placement[s.Name] {
-				nodes[node] = true
-				todo = append(todo, bookingFor(pr, si, i, s.Pod, node, 1, class))
+			for k, node := range placement[s.Name] {
+				add(k, node, 1)
 			}
 			continue
 		}
-		// One Reservation per node for the set's pods there, in the order
-		// the simulation used the nodes.
 		var order []string
 		count := map[string]int{}
 		for _, node := range placement[s.Name] {
@@ -361,19 +543,12 @@ func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulatio
 				order = append(order, node)
 			}
 			count[node]++
-			nodes[node] = true
 		}
-		for i, node := range order {
-			todo = append(todo, bookingFor(pr, si, i, s.Pod, node, count[node], class))
+		for k, node := range order {
+			add(k, node, count[node])
 		}
 	}
-	if err := r.checkBookingLimit(booked, pr.Namespace, len(todo)); err != nil {
-		return simulation{}, nil, err
-	}
-	// The next request's simulation must count these before the cache
-	// shows them, or it would book the same room.
-	r.assume(todo)
-	return simulation{nodes: len(nodes)}, todo, nil
+	return todo
 }
 
 // bookingLimitError: adding more Reservations to namespace's live ones

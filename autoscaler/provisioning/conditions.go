@@ -36,6 +36,10 @@ const (
 	// (Provisioned=False, retried) a booking that does not fit beside the
 	// namespace's live ones.
 	ReasonTooManyBookings = "TooManyBookings"
+	// ReasonSimulationBudgetExceeded fails a request whose simulation
+	// needed more work than one attempt may do (--simulation-budget) or
+	// more time (--simulation-timeout).
+	ReasonSimulationBudgetExceeded = "SimulationBudgetExceeded"
 	// ReasonQuotaExceeded (Failed): the request's pods do not fit its
 	// namespace's ResourceQuotas (package quota).
 	ReasonQuotaExceeded = "QuotaExceeded"

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -94,8 +95,24 @@ type Reconciler struct {
 	// a row up to MaxNodeGroupBackoff (0: DefaultNodeGroupBackoff,
 	// DefaultMaxNodeGroupBackoff).
 	NodeGroupBackoff, MaxNodeGroupBackoff time.Duration
+	// SimulationBudget bounds the filter evaluations of one simulation of
+	// a request (0: simulator.DefaultEvaluations); SimulationTimeout, its
+	// time (0: DefaultSimulationTimeout). A request past either Fails with
+	// SimulationBudgetExceeded.
+	SimulationBudget  int64
+	SimulationTimeout time.Duration
 
+	// bookMu covers the commit of a booking (simulateAndCommit), not the
+	// simulation.
 	bookMu sync.Mutex
+	// commits are the bookings committed, for the simulations that ran
+	// beside them.
+	commits commitLog
+	// turns hands the simulator's instances to namespaces in turn.
+	turns     *turns
+	turnsOnce sync.Once
+	// wake brings requests put back for their turn to the queue again.
+	wake chan event.TypedGenericEvent[*provv1.ProvisioningRequest]
 	// assumed are Reservations being created that the cache may not show yet.
 	assumedMu sync.Mutex
 	assumed   map[string]assumedReservation
@@ -121,11 +138,51 @@ type Reconciler struct {
 // days after they were provisioned or failed.
 const DefaultFinishedRequestTTL = 7 * 24 * time.Hour
 
+// DefaultSimulationTimeout is the default of --simulation-timeout.
+const DefaultSimulationTimeout = 30 * time.Second
+
+// DefaultSimulationInstances is the default of --simulation-instances: how
+// many simulations run at once, each for another namespace.
+const DefaultSimulationInstances = 2
+
 // DefaultWorkers is how many requests the controller reconciles at once
 // unless Reconciler.Workers says otherwise. Only the simulation of a
-// booking is serialized (bookMu); a reconcile spends most of its time
-// waiting for kube-apiserver (Reservations created, status written).
+// booking's commit is serialized (bookMu), and simulations run in turns
+// (turns.go); a reconcile spends most of its time waiting for
+// kube-apiserver (Reservations created, status written).
 const DefaultWorkers = 16
+
+// wakeBuffer is how many wake-ups of requests put back may wait for the
+// controller; past it they are dropped, and the requests come back after
+// putBackRetry.
+const wakeBuffer = 1024
+
+// wakeChannel carries the requests put back for their turn that a ticket
+// given back wakes.
+func (r *Reconciler) wakeChannel() <-chan event.TypedGenericEvent[*provv1.ProvisioningRequest] {
+	r.theTurns()
+	return r.wake
+}
+
+// theTurns are the turns of the simulator's instances, made at first use.
+func (r *Reconciler) theTurns() *turns {
+	r.turnsOnce.Do(func() {
+		r.wake = make(chan event.TypedGenericEvent[*provv1.ProvisioningRequest], wakeBuffer)
+		instances := 1
+		if r.Simulator != nil {
+			instances = r.Simulator.Instances()
+		}
+		r.turns = newTurns(instances, func(key types.NamespacedName) {
+			pr := &provv1.ProvisioningRequest{}
+			pr.Namespace, pr.Name = key.Namespace, key.Name
+			select {
+			case r.wake <- event.TypedGenericEvent[*provv1.ProvisioningRequest]{Object: pr}:
+			default:
+			}
+		})
+	})
+	return r.turns
+}
 
 // SetupWithManager registers the controller: it watches requests, their
 // bookings, classes, PodTemplates, evicted Kueue Workloads (once
@@ -153,7 +210,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Their metadata only: templates are read whole when served
 		// (templates.go).
 		WatchesMetadata(&v1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(r.requestsOfTemplate)).
-		WatchesRawSource(source.Channel(r.kueue.channel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
+		WatchesRawSource(source.Channel(r.kueue.channel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{})).
+		WatchesRawSource(source.Channel(r.wakeChannel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
 	if r.PodInformer != nil {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []reconcile.Request {

@@ -36,6 +36,20 @@ var (
 		Name: "gantry_provisioning_booked_pods_not_placed_total",
 		Help: "Booked pods the scheduler did not place within the placement timeout although the simulation had found room for them, by class: each such attempt is released and retried; the request's condition names a node and the scheduler's reason.",
 	}, []string{"class"})
+	simulationEvaluations = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gantry_provisioning_simulation_evaluations",
+		Help:    "Filter evaluations of one simulation of a request (scale-up planning included), as counted against --simulation-budget.",
+		Buckets: prometheus.ExponentialBuckets(100, 4, 9),
+	})
+	simulationDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gantry_provisioning_simulation_duration_seconds",
+		Help:    "Time one simulation of a request took, once its namespace's turn came (scale-up planning included).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+	})
+	simulationsRepeated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gantry_provisioning_simulations_repeated_total",
+		Help: "Simulations done again because bookings committed while they ran may have taken the room they found.",
+	})
 	timeToProvisioned = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "gantry_provisioning_time_to_provisioned_seconds",
 		Help:    "Time from a ProvisioningRequest's creation to Provisioned=True, by class.",
@@ -44,7 +58,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, bookedPodsNotPlaced, nodeGroupBackoffs)
+	metrics.Registry.MustRegister(requestsTotal, timeToProvisioned, bookingsActive, nodesCreated, nodesRolledBack, bookedPodsNotPlaced, nodeGroupBackoffs,
+		simulationEvaluations, simulationDuration, simulationsRepeated)
 }
 
 func observeResult(c Class, result string) { requestsTotal.WithLabelValues(c.Name, result).Inc() }

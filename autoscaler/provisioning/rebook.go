@@ -35,7 +35,7 @@ import (
 // deactivating the workload, so it must mean a real loss.
 //
 // maxRebooks bounds those rounds (counted in DetailRebooks): each is a
-// simulation under bookMu, and a request whose bookings keep being
+// simulation, and a request whose bookings keep being
 // preempted is better told.
 const maxRebooks = 5
 
@@ -196,6 +196,15 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	if le := (*bookingLimitError)(nil); errors.As(err, &le) {
 		return r.revoke(ctx, rq, fmt.Sprintf("%s; %v", what, le))
 	}
+	if be := (*simulator.BudgetExceeded)(nil); errors.As(err, &be) {
+		return r.revoke(ctx, rq, fmt.Sprintf("%s; %s", what, r.budgetMessage(be)))
+	}
+	if errors.Is(err, errPutBack) {
+		return reconcile.Result{RequeueAfter: putBackRetry}, nil
+	}
+	if errors.Is(err, errRoomTaken) {
+		return reconcile.Result{RequeueAfter: readinessPoll}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -227,61 +236,29 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 	return reconcile.Result{}, nil
 }
 
-// placeAgain simulates the lost pods and books each where the simulation
-// put it, until end, under bookMu as every booking; nil when they are
-// booked.
+// placeAgain simulates the lost pods and books them where the simulation
+// put them, one Reservation per node and pod set, until end, as every
+// booking is made (simulateAndCommit); nil when they are booked.
 func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) (*simulator.Unschedulable, error) {
 	pr := rq.pr
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, pr.Namespace, want); err != nil {
 		return nil, err
 	}
-	todo, unschedulable, err := r.placeAgainAssumed(ctx, rq, want, index, round, end)
-	if err != nil || unschedulable != nil {
-		return unschedulable, err
+	sim, todo, err := r.simulateAndCommit(ctx, rq, trial{
+		sets: want,
+		// The request's own bookings that were not lost count as held.
+		book: func(p simulator.Placement) []*schedv1alpha1.Reservation {
+			todo := bookingsFor(pr, rq.class, want, index, p, func(set, k int) string { return rebookName(pr.UID, set, round, k) })
+			for _, res := range todo {
+				res.Spec.TTL, res.Spec.Expires = nil, &metav1.Time{Time: end}
+			}
+			return todo
+		},
+	})
+	if err != nil || sim.unschedulable != nil {
+		return sim.unschedulable, err
 	}
 	return nil, r.createAssumed(ctx, todo)
-}
-
-// placeAgainAssumed is placeAgain's part under bookMu: the simulation, and
-// the booking it found room for, assumed, not created.
-func (r *Reconciler) placeAgainAssumed(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) ([]*schedv1alpha1.Reservation, *simulator.Unschedulable, error) {
-	pr := rq.pr
-	r.bookMu.Lock()
-	defer r.bookMu.Unlock()
-	booked, err := r.bookedNow(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	// The request's own bookings that were not lost count as held.
-	if err := r.checkNamespaceQuota(ctx, pr, want, "", booked); err != nil {
-		return nil, nil, err
-	}
-	cluster, err := r.cluster(ctx, pr)
-	if err != nil {
-		return nil, nil, err
-	}
-	placement, err := r.Simulator.Place(ctx, cluster, want)
-	var unschedulable *simulator.Unschedulable
-	if errors.As(err, &unschedulable) {
-		return nil, unschedulable, nil
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("simulating: %w", err)
-	}
-	var todo []*schedv1alpha1.Reservation
-	for i, s := range want {
-		for k, node := range placement[s.Name] {
-			res := bookingFor(pr, index[i], k, s.Pod, node, 1, rq.class)
-			res.Name = rebookName(pr.UID, index[i], round, k)
-			res.Spec.TTL, res.Spec.Expires = nil, &metav1.Time{Time: end}
-			todo = append(todo, res)
-		}
-	}
-	if err := r.checkBookingLimit(booked, pr.Namespace, len(todo)); err != nil {
-		return nil, nil, err
-	}
-	r.assume(todo)
-	return todo, nil, nil
 }
 
 // grew reports whether pod requests more of a resource (named) than the

@@ -26,8 +26,8 @@ import (
 )
 
 // What only atomic scale-up classes do. A request whose pods do not fit
-// the cluster as it is gets a scale-up planned on the same snapshot, under
-// bookMu (planScaleUpFor), and started after (startScaleUp): the attempt is
+// the cluster as it is gets a scale-up planned on the same snapshot, in
+// the same turn (planScaleUpFor), and started after (startScaleUp): the attempt is
 // recorded on the request (request.recordScaleUp) before its first node
 // exists. While it is in flight (request.scaleUpInFlight) serve follows it
 // (followScaleUp) until its nodes are Ready, and then books them as any
@@ -139,7 +139,9 @@ func (r *Reconciler) groupsOf(c Class) ([]nodegroups.NodeGroup, error) {
 // order; each takes the group that needs the fewest new nodes for it,
 // packing into nodes planned for earlier sets first. Group sizes are
 // bounded by their maximum up front.
-func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets []simulator.PodSet, groups []nodegroups.NodeGroup) (scaleUpPlan, error) {
+//
+// Its simulations spend from b (nil: no bound).
+func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets []simulator.PodSet, groups []nodegroups.NodeGroup, b *simulator.Budget) (scaleUpPlan, error) {
 	seq := 0
 	// Which groups could hold one pod of each set on an empty node.
 	holds := make([][]nodegroups.NodeGroup, len(sets))
@@ -147,8 +149,8 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 		var reasons []string
 		for _, g := range groups {
 			seq++
-			_, err := r.Simulator.Place(ctx, simulator.Cluster{Nodes: []*v1.Node{plannedNode(g, seq)}},
-				[]simulator.PodSet{{Name: s.Name, Pod: s.Pod, Count: 1}})
+			_, err := r.Simulator.PlaceWithin(ctx, simulator.Cluster{Nodes: []*v1.Node{plannedNode(g, seq)}},
+				[]simulator.PodSet{{Name: s.Name, Pod: s.Pod, Count: 1}}, b)
 			var u *simulator.Unschedulable
 			switch {
 			case err == nil:
@@ -195,7 +197,7 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 				seq++
 				cand = append(cand, plannedNode(g, seq))
 			}
-			placement, err := r.Simulator.Place(ctx, simulator.Cluster{Nodes: c.Nodes, Pods: c.Pods, NewNodes: cand}, sets[:si+1])
+			placement, err := r.Simulator.PlaceWithin(ctx, simulator.Cluster{Nodes: c.Nodes, Pods: c.Pods, NewNodes: cand}, sets[:si+1], b)
 			var u *simulator.Unschedulable
 			if errors.As(err, &u) {
 				reasons = append(reasons, fmt.Sprintf("%s: %d more nodes (up to its maximum of %d) are not enough: %s", g.ID(), room, g.MaxSize(), u.Reason))
@@ -232,7 +234,7 @@ func (r *Reconciler) planScaleUp(ctx context.Context, c simulator.Cluster, sets 
 }
 
 // scaleUpPlanning is the scale-up planned for a request existing capacity
-// cannot hold, made under bookMu on the snapshot the pods did not fit.
+// cannot hold, made on the snapshot the pods did not fit.
 type scaleUpPlanning struct {
 	groups []nodegroups.NodeGroup
 	// noGroups is why the class has no node group to use; then nothing
@@ -243,14 +245,14 @@ type scaleUpPlanning struct {
 	err error
 }
 
-// planScaleUpFor plans a scale-up for the request's pods on snapshot c. It
-// is called holding bookMu, like the simulation that found no room.
-func (r *Reconciler) planScaleUpFor(ctx context.Context, rq *request, c simulator.Cluster) *scaleUpPlanning {
+// planScaleUpFor plans a scale-up for the request's pods on snapshot c, in
+// the turn and within the budget b of the simulation that found no room.
+func (r *Reconciler) planScaleUpFor(ctx context.Context, rq *request, c simulator.Cluster, b *simulator.Budget) *scaleUpPlanning {
 	groups, err := r.groupsOf(rq.class)
 	if err != nil {
 		return &scaleUpPlanning{noGroups: err}
 	}
-	plan, err := r.planScaleUp(ctx, c, rq.sets, groups)
+	plan, err := r.planScaleUp(ctx, c, rq.sets, groups, b)
 	return &scaleUpPlanning{groups: groups, plan: plan, err: err}
 }
 

@@ -73,7 +73,7 @@ func TestPlanScaleUp(t *testing.T) {
 
 	// 20 pods of 2 CPUs: 2 on the existing node, 18 on new ones. Small
 	// nodes hold 2 (9 nodes), large ones 8 (3 nodes): large wins.
-	plan, err := r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{small, large})
+	plan, err := r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{small, large}, nil)
 	if err != nil || plan.String() != "large=3" {
 		t.Errorf("plan %v, %v; want large=3", plan, err)
 	}
@@ -81,7 +81,7 @@ func TestPlanScaleUp(t *testing.T) {
 	// The group's maximum bounds it: with room for 2 large nodes, the
 	// small group is used.
 	capped := &testGroup{id: "large", size: 98, max: 100, cpu: "16"}
-	plan, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{small, capped})
+	plan, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{small, capped}, nil)
 	if err != nil || plan.String() != "small=9" {
 		t.Errorf("plan %v, %v; want small=9", plan, err)
 	}
@@ -92,13 +92,13 @@ func TestPlanScaleUp(t *testing.T) {
 	gpuPod.Spec.NodeSelector = map[string]string{"accelerator": "a100"}
 	plan, err = r.planScaleUp(ctx, simulator.Cluster{}, []simulator.PodSet{
 		{Name: "trainers", Pod: gpuPod, Count: 2}, {Name: "helpers", Pod: cpuPod("2"), Count: 3},
-	}, []nodegroups.NodeGroup{small, gpu})
+	}, []nodegroups.NodeGroup{small, gpu}, nil)
 	if err != nil || plan.String() != "gpu=2,small=1" {
 		t.Errorf("plan %v, %v; want gpu=2,small=1", plan, err)
 	}
 
 	// A pod no group's node can hold: no scale-up can help.
-	_, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "huge", Pod: cpuPod("32"), Count: 1}}, []nodegroups.NodeGroup{small, large})
+	_, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "huge", Pod: cpuPod("32"), Count: 1}}, []nodegroups.NodeGroup{small, large}, nil)
 	var nf *noGroupFits
 	if !errors.As(err, &nf) || !strings.Contains(err.Error(), "small: 1 Insufficient cpu") || !strings.Contains(err.Error(), "large: 1 Insufficient cpu") {
 		t.Errorf("a 32-CPU pod: %v, want noGroupFits naming both groups' reasons", err)
@@ -107,7 +107,7 @@ func TestPlanScaleUp(t *testing.T) {
 	// Pods that fit a group's node, but more than the groups may add.
 	full := &testGroup{id: "full", size: 10, max: 10, cpu: "16"}
 	few := &testGroup{id: "few", size: 0, max: 2, cpu: "4"}
-	_, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{full, few})
+	_, err = r.planScaleUp(ctx, existing, []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 20}}, []nodegroups.NodeGroup{full, few}, nil)
 	var ex *groupsExhausted
 	if !errors.As(err, &ex) || !strings.Contains(err.Error(), "full is at its maximum size of 10") ||
 		!strings.Contains(err.Error(), "few: 2 more nodes (up to its maximum of 2) are not enough") {
@@ -157,19 +157,19 @@ func TestPlanScaleUpSkipsBackedOffGroups(t *testing.T) {
 	sets := []simulator.PodSet{{Name: "w", Pod: cpuPod("2"), Count: 16}}
 
 	r.backOff(ctx, "large", "nodes never came up")
-	plan, err := r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large})
+	plan, err := r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large}, nil)
 	if err != nil || plan.String() != "small=8" {
 		t.Errorf("large backed off: plan %v, %v; want small=8", plan, err)
 	}
 	// Only the backed-off group could hold them: retried later, not failed.
 	big := []simulator.PodSet{{Name: "w", Pod: cpuPod("8"), Count: 1}}
-	_, err = r.planScaleUp(ctx, simulator.Cluster{}, big, []nodegroups.NodeGroup{small, large})
+	_, err = r.planScaleUp(ctx, simulator.Cluster{}, big, []nodegroups.NodeGroup{small, large}, nil)
 	var ex *groupsExhausted
 	if !errors.As(err, &ex) || !strings.Contains(err.Error(), "large is backed off until 2026-11-28T10:05:00Z") {
 		t.Errorf("only a backed-off group fits: %v, want groupsExhausted naming the backoff", err)
 	}
 	clk.SetTime(now.Add(DefaultNodeGroupBackoff))
-	plan, err = r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large})
+	plan, err = r.planScaleUp(ctx, simulator.Cluster{}, sets, []nodegroups.NodeGroup{small, large}, nil)
 	if err != nil || plan.String() != "large=2" {
 		t.Errorf("backoff over: plan %v, %v; want large=2", plan, err)
 	}
