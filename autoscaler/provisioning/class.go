@@ -27,7 +27,7 @@ const (
 	DefaultProvisioningTimeout = 5 * time.Minute
 	// MaxValidUntil bounds a request's ValidUntilSeconds parameter, unless
 	// its class's own validity is longer: each retry until then is a
-	// simulation under bookMu (at most one per DefaultBackoffMax), and a
+	// simulation (at most one per DefaultBackoffMax), and a
 	// tenant's value must not keep a request retried for years. A larger
 	// value Fails the request with InvalidParameter.
 	MaxValidUntil = DefaultValidUntil

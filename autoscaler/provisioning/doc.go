@@ -38,10 +38,13 @@
 //     where an attempt or the request ends.
 //   - snapshot.go: the cluster a simulation starts from, and the request's
 //     pod sets as pods.
-//   - booking.go: what a booking is, simulating under bookMu (with the
-//     quota check of package quota and the priorities of package priority)
-//     and assuming the booking there, creating it after, confirming a
-//     booking, and the Reservations assumed until the cache shows them.
+//   - booking.go: what a booking is, simulating in the namespace's turn
+//     (with the quota check of package quota and the priorities of package
+//     priority) and committing the booking under bookMu, creating it
+//     after, confirming a booking, and the Reservations assumed until the
+//     cache shows them.
+//   - turns.go: the simulator's instances handed to namespaces in turn,
+//     and the log of commits a simulation is checked against.
 //   - rebook.go: a Provisioned request whose booked capacity went away
 //     (node deleted, Reservation preempted) booked again elsewhere before
 //     it is CapacityRevoked.
@@ -77,7 +80,9 @@
 // (InvalidParameter). The quota check computes each pod set's usage once,
 // multiplied by its count, counts the namespace's other bookings, and
 // takes off the request's existing pods, each standing for at most one pod
-// of a set (package quota); placeAndBook runs it under bookMu. A lost booking is
+// of a set (package quota); placeAndBook runs it before the simulation and
+// again under bookMu at the commit. A simulation's work is bounded by
+// --simulation-budget and --simulation-timeout. A lost booking is
 // booked again at most maxRebooks times, and never larger than it was.
 //
 // # The provisioner's own state

@@ -10,7 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-func nsKey(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+func nsKey(ns, name string) types.NamespacedName {
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
 
 // started waits (a little) for tk's turn to come, and says whether it did.
 func started(tk *ticket) bool {

@@ -92,7 +92,9 @@ func (e *Env) CreateNodes(n int, cpu string) {
 	e.T.Helper()
 	ctx := context.Background()
 	for i := range n {
-		node := st.MakeNode().Name(fmt.Sprintf("node-%d", i)).Capacity(map[v1.ResourceName]string{
+		name := fmt.Sprintf("node-%d", i)
+		// Labelled with its hostname, as the kubelet labels a node.
+		node := st.MakeNode().Name(name).Label(v1.LabelHostname, name).Capacity(map[v1.ResourceName]string{
 			v1.ResourceCPU: cpu, v1.ResourceMemory: "16Gi", v1.ResourcePods: "110"}).Obj()
 		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 		created, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
