@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func BenchmarkTenantShapesDelay(b *testing.B) {
 			for _, sh := range shapes {
 				b.Run(sh.name, func(b *testing.B) {
 					for i := range b.N {
-						ns := fmt.Sprintf("%s-%d", sh.name, i)
+						ns := fmt.Sprintf("%s-%d", strings.ToLower(sh.name), i)
 						greedyNS, otherNS := "greedy-"+ns, "other-"+ns
 						for _, n := range []string{greedyNS, otherNS} {
 							e.namespaceWithQuota(n, "1000000")
