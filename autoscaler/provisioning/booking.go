@@ -306,11 +306,26 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	if err := r.admitPodSets(ctx, rq.pr, rq.sets); err != nil {
 		return simulation{}, err
 	}
+	if err := bookable(rq.sets); err != nil {
+		return simulation{}, err
+	}
 	sim, todo, err := r.placeAndAssume(ctx, rq)
 	if err != nil || len(todo) == 0 {
 		return sim, err
 	}
 	return sim, r.createAssumed(ctx, todo)
+}
+
+// bookable refuses pod sets whose pods, as admission made them (a
+// LimitRange may give them requests), request no resource: a Reservation
+// holds resources, and one holding none is refused by its API.
+func bookable(sets []simulator.PodSet) error {
+	for _, s := range sets {
+		if len(quotav1.RemoveZeros(resourcehelper.PodRequests(s.Pod, resourcehelper.PodResourcesOptions{}))) == 0 {
+			return &simulator.InvalidPodSet{PodSet: s.Name, Reason: "its pods request no resources, and a booking holds room in resources only: give their containers requests"}
+		}
+	}
+	return nil
 }
 
 // resolvePriorities sets the priority of the request's pods: the one

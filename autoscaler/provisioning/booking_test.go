@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -105,6 +106,21 @@ func TestBookingPriorityIsResolved(t *testing.T) {
 		rej, ok := priority.AsRejection(err)
 		if !ok || priorityReason(rej) != tc.reason {
 			t.Errorf("class %s in namespace ml: %v; want a rejection of reason %s", tc.class, err, tc.reason)
+		}
+	}
+}
+
+// A pod set whose pods request nothing (or only zeros) cannot be booked.
+func TestBookable(t *testing.T) {
+	if err := bookable([]simulator.PodSet{{Name: "w", Pod: cpuPod("1"), Count: 2}}); err != nil {
+		t.Errorf("pods with requests: %v", err)
+	}
+	zero := cpuPod("0")
+	for name, pod := range map[string]*v1.Pod{"none": st.MakePod().Name("p").Obj(), "zero": zero} {
+		err := bookable([]simulator.PodSet{{Name: "w", Pod: cpuPod("1"), Count: 1}, {Name: name, Pod: pod, Count: 1}})
+		var inv *simulator.InvalidPodSet
+		if !errors.As(err, &inv) || inv.PodSet != name {
+			t.Errorf("%s: %v, want the set refused", name, err)
 		}
 	}
 }

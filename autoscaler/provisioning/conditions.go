@@ -51,7 +51,8 @@ const (
 	// PriorityClass in a namespace that may not use it (package priority).
 	ReasonPriorityClassForbidden = "PriorityClassForbidden"
 	// ReasonUnsupportedPods (Failed): no pod like a set's could be
-	// scheduled (its resource claims name what does not exist).
+	// scheduled (its resource claims name what does not exist), or
+	// booked (its pods request nothing).
 	ReasonUnsupportedPods = "UnsupportedPods"
 	// ReasonValidityExpired (Failed): no capacity within the request's
 	// validity.

@@ -148,4 +148,13 @@ func TestQuotaConstraintsOfPodsWithoutRequests(t *testing.T) {
 	}
 	e.request("constrained", "bare", provv1.ClassCheckCapacity, "bare", 1, nil)
 	e.expectFailed("constrained", "bare", provisioning.ReasonPodsNotAdmitted, "must specify requests.cpu", "the quota's constraint")
+
+	// Without a quota, such pods are admitted, but a booking could hold
+	// nothing for them.
+	pt.Namespace = "default"
+	if _, err := e.Client.CoreV1().PodTemplates("default").Create(context.Background(), pt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.request("default", "bare", provv1.ClassCheckCapacity, "bare", 1, nil)
+	e.expectFailed("default", "bare", provisioning.ReasonUnsupportedPods, "its pods request no resources", "the empty booking")
 }
