@@ -297,6 +297,13 @@ type simulation struct {
 // go. Everything else, creating nodes included, runs after it returns, on
 // several workers.
 func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation, error) {
+	// The ticket comes first: a request put back costs no API call until
+	// its namespace's turn is near.
+	tk, err := r.theTurns().enter(client.ObjectKeyFromObject(rq.pr))
+	if err != nil {
+		return simulation{}, err
+	}
+	defer tk.done()
 	// A priority class that does not exist, or that the namespace may not
 	// use, fails the request with its own reason before admission refuses
 	// the pods in its words.
@@ -309,7 +316,9 @@ func (r *Reconciler) placeAndBook(ctx context.Context, rq *request) (simulation,
 	if err := bookable(rq.sets); err != nil {
 		return simulation{}, err
 	}
-	sim, todo, err := r.placeAndAssume(ctx, rq)
+	sim, todo, err := r.placeAndAssume(ctx, rq, tk)
+	// The next request of the namespace may go while these are created.
+	tk.done()
 	if err != nil || len(todo) == 0 {
 		return sim, err
 	}
@@ -345,12 +354,12 @@ func (r *Reconciler) resolvePriorities(ctx context.Context, rq *request) error {
 
 // placeAndAssume is placeAndBook's simulation and commit: the booking it
 // found room for is assumed, not created.
-func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request) (simulation, []*schedv1alpha1.Reservation, error) {
+func (r *Reconciler) placeAndAssume(ctx context.Context, rq *request, tk *ticket) (simulation, []*schedv1alpha1.Reservation, error) {
 	if err := r.resolvePriorities(ctx, rq); err != nil {
 		return simulation{}, nil, err
 	}
 	pr, class := rq.pr, rq.class
-	return r.simulateAndCommit(ctx, rq, trial{
+	return r.simulateAndCommit(ctx, rq, tk, trial{
 		sets: rq.sets,
 		// A new attempt, a retry, and the booking made once a scale-up's
 		// nodes are Ready (its PodTemplate is read again then, and may
@@ -384,18 +393,13 @@ const maxSimulations = 3
 // time it was, may have taken the room it found.
 var errRoomTaken = errors.New("bookings made while the request was simulated took the room it found")
 
-// simulateAndCommit simulates the trial on the cluster in the request's
-// namespace's turn, without bookMu, and commits what it found under bookMu:
+// simulateAndCommit simulates the trial on the cluster in the turns of the
+// request's ticket tk, without bookMu, and commits what it found under bookMu:
 // the quota and the booking limit are checked again against the bookings
 // made so far, and a booking another one committed since the snapshot may
 // have taken the room of (commitLog) is simulated again. A request over its
 // namespace's quota is refused before it is simulated.
-func (r *Reconciler) simulateAndCommit(ctx context.Context, rq *request, tr trial) (simulation, []*schedv1alpha1.Reservation, error) {
-	tk, err := r.theTurns().enter(client.ObjectKeyFromObject(rq.pr))
-	if err != nil {
-		return simulation{}, nil, err
-	}
-	defer tk.done()
+func (r *Reconciler) simulateAndCommit(ctx context.Context, rq *request, tk *ticket, tr trial) (simulation, []*schedv1alpha1.Reservation, error) {
 	for i := 1; ; i++ {
 		booked, err := r.bookedNow(ctx)
 		if err != nil {

@@ -306,7 +306,12 @@ func TestBookingAfterScaleUpCheckedAgain(t *testing.T) {
 	if !rq.scaleUpInFlight() {
 		t.Fatal("the request's scale-up is not in flight")
 	}
-	_, todo, err := r.placeAndAssume(ctx, rq)
+	tk, err := r.theTurns().enter(client.ObjectKeyFromObject(rq.pr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.done()
+	_, todo, err := r.placeAndAssume(ctx, rq, tk)
 	if qe := (*quota.ExceededError)(nil); !errors.As(err, &qe) || len(todo) != 0 {
 		t.Errorf("booking 6 × 2 CPU under a quota of 10 after the scale-up: %d Reservations, %v; want a quota error", len(todo), err)
 	}

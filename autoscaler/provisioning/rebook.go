@@ -241,10 +241,15 @@ func (r *Reconciler) rebook(ctx context.Context, rq *request, bookings []schedv1
 // booking is made (simulateAndCommit); nil when they are booked.
 func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulator.PodSet, index []int, round int, end time.Time) (*simulator.Unschedulable, error) {
 	pr := rq.pr
+	tk, err := r.theTurns().enter(client.ObjectKeyFromObject(pr))
+	if err != nil {
+		return nil, err
+	}
+	defer tk.done()
 	if err := priority.Resolve(ctx, r.PriorityClasses, r.Client, pr.Namespace, want); err != nil {
 		return nil, err
 	}
-	sim, todo, err := r.simulateAndCommit(ctx, rq, trial{
+	sim, todo, err := r.simulateAndCommit(ctx, rq, tk, trial{
 		sets: want,
 		// The request's own bookings that were not lost count as held.
 		book: func(p simulator.Placement) []*schedv1alpha1.Reservation {
@@ -255,6 +260,7 @@ func (r *Reconciler) placeAgain(ctx context.Context, rq *request, want []simulat
 			return todo
 		},
 	})
+	tk.done()
 	if err != nil || sim.unschedulable != nil {
 		return sim.unschedulable, err
 	}

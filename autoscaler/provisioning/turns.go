@@ -59,13 +59,16 @@ func newTurns(instances int, wake func(types.NamespacedName)) *turns {
 }
 
 // ticket is a request's place in its namespace's turns. It is used by one
-// goroutine: wait, then yield, any number of times, then done.
+// goroutine: wait, then yield, any number of times, then done (once or
+// more).
 type ticket struct {
 	t         *turns
 	namespace string
 	// ready is closed when the ticket's turn comes.
 	ready chan struct{}
 	state ticketState
+	// given: done was called.
+	given bool
 }
 
 type ticketState int
@@ -133,10 +136,16 @@ func (tk *ticket) yield() {
 }
 
 // done gives the ticket back, ending its turn or its wait, and wakes a
-// request of its namespace that was put back.
+// request of its namespace that was put back. Calls after the first do
+// nothing.
 func (tk *ticket) done() {
 	t := tk.t
 	t.mu.Lock()
+	if tk.given {
+		t.mu.Unlock()
+		return
+	}
+	tk.given = true
 	switch tk.state {
 	case ticketRunning:
 		t.endTurn(tk)

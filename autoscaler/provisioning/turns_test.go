@@ -144,6 +144,7 @@ func TestTurnsPutBackAndWake(t *testing.T) {
 		t.Fatalf("another namespace is put back: %v", err)
 	}
 	held[0].done()
+	held[0].done() // a second call gives nothing back
 	held[1].done()
 	if len(woken) != 2 || woken[0] != nsKey("a", "x") || woken[1] != nsKey("a", "y") {
 		t.Fatalf("woken: %v, want a/x then a/y", woken)
