@@ -32,6 +32,9 @@ func hostPort(spec *v1.PodSpec, _ *metav1.LabelSelector) {
 	spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: 8080, Protocol: v1.ProtocolTCP}}
 }
 
+// delayRuns counts the runs of BenchmarkTenantShapesDelay's shapes.
+var delayRuns int
+
 // BenchmarkTenantShapesDelay: the delay the shapes that make a simulation
 // expensive cause to another namespace's booking, through the provisioner
 // with its default budget and instances. On 500 and 5000 nodes, namespace
@@ -62,8 +65,13 @@ func BenchmarkTenantShapesDelay(b *testing.B) {
 			ctx := context.Background()
 			for _, sh := range shapes {
 				b.Run(sh.name, func(b *testing.B) {
+					// The control plane outlives a run, which the
+					// framework may start more than once: each names its
+					// namespaces anew.
+					delayRuns++
+					run := delayRuns
 					for i := range b.N {
-						ns := fmt.Sprintf("%s-%d", strings.ToLower(sh.name), i)
+						ns := fmt.Sprintf("%s-%d-%d", strings.ToLower(sh.name), run, i)
 						greedyNS, otherNS := "greedy-"+ns, "other-"+ns
 						for _, n := range []string{greedyNS, otherNS} {
 							e.namespaceWithQuota(n, "1000000")
