@@ -30,7 +30,6 @@ type Budget struct {
 	used int64
 	// nextClock is the count at which the deadline is read again.
 	nextClock int64
-	now       func() time.Time
 }
 
 // slicesPerEvaluation is how many ResourceSlices a pod with claims walks
@@ -62,11 +61,7 @@ func (b *Budget) spend(n int64) (ok, late bool) {
 	}
 	if !b.Deadline.IsZero() && b.used >= b.nextClock {
 		b.nextClock = b.used + clockEvery
-		now := time.Now
-		if b.now != nil {
-			now = b.now
-		}
-		if now().After(b.Deadline) {
+		if time.Now().After(b.Deadline) {
 			return false, true
 		}
 	}
