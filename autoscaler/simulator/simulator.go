@@ -43,8 +43,9 @@ import (
 // snapshot lister and DRA state: as many simulations run at once, and more
 // wait for an instance.
 type Simulator struct {
+	// pool holds the instances not in use; its capacity is how many
+	// there are.
 	pool    chan *instance
-	size    int
 	skipped []string
 	// informers are the DRA objects, shared by the instances.
 	informers *draInformers
@@ -91,7 +92,7 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kuber
 	schedmetrics.Register()
 	shared := &draInformers{factory: factory, ctx: ctx}
 	consumable := utilfeature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity)
-	s := &Simulator{pool: make(chan *instance, o.instances), size: o.instances, informers: shared}
+	s := &Simulator{pool: make(chan *instance, o.instances), informers: shared}
 	for range o.instances {
 		inst, skipped, err := newInstance(ctx, profile, client, factory, newDRAManager(shared, consumable))
 		if err != nil {
@@ -143,7 +144,7 @@ func newInstance(ctx context.Context, profile *config.KubeSchedulerProfile, clie
 }
 
 // Instances is how many simulations may run at once.
-func (s *Simulator) Instances() int { return s.size }
+func (s *Simulator) Instances() int { return cap(s.pool) }
 
 // Skipped are the profile's plugins the simulation does not run.
 func (s *Simulator) Skipped() []string { return s.skipped }
