@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -121,6 +122,10 @@ type Context struct {
 	ControlPlane string
 	// Artifacts is where failure artifacts go.
 	Artifacts string
+	// ProvisionerArgs are the extra gantry-provisioner flags of the
+	// suite's cluster (WithProvisionerArgs); nil on a cluster given by
+	// --kubeconfig, which runs with flags of its own.
+	ProvisionerArgs []string
 }
 
 // TestContext is filled in by SetupSuite before any spec runs.
@@ -140,6 +145,7 @@ type suiteOptions struct {
 	fakeNodesOnly bool
 	kueue         bool
 	setup         func(ctx context.Context) error
+	provisioner   []string
 }
 
 // WithCluster gives the suite's local cluster its own name and extra
@@ -149,6 +155,28 @@ type suiteOptions struct {
 // them.
 func WithCluster(name string, apiserverArgs ...string) SuiteOption {
 	return func(o *suiteOptions) { o.clusterName, o.apiserverArgs = name, apiserverArgs }
+}
+
+// WithProvisionerArgs gives gantry-provisioner of the suite's cluster extra
+// flags ("name=value", cluster.Options.ProvisionerArgs), for suites that
+// need limits a tenant can reach on a small cluster. A cluster given by
+// --kubeconfig keeps its own: specs that depend on them call
+// RequireProvisionerArg.
+func WithProvisionerArgs(args ...string) SuiteOption {
+	return func(o *suiteOptions) { o.provisioner = args }
+}
+
+// RequireProvisionerArg returns the value WithProvisionerArgs gave the
+// provisioner's flag name on the suite's cluster, and skips the spec,
+// saying why it needs it, when the cluster runs without it.
+func RequireProvisionerArg(name, why string) string {
+	for _, a := range slices.Backward(TestContext.ProvisionerArgs) {
+		if n, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "="); n == name {
+			return v
+		}
+	}
+	ginkgo.Skip(fmt.Sprintf("gantry-provisioner of this cluster runs without the suite's --%s (a cluster given by --kubeconfig keeps its own flags): %s", name, why))
+	return ""
 }
 
 // WithNodes gives the suite's local cluster n kwok nodes (the first n of
@@ -216,7 +244,7 @@ func SetupSuite(opts ...SuiteOption) bool {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		ginkgo.By(fmt.Sprintf("bringing up a local Gantry cluster for the suite (it was %s)", state))
 		gomega.Expect(c.Up(ctx)).To(gomega.Succeed())
-		return mustJSON(suiteCluster{Kubeconfig: c.Kubeconfig(), Own: state == cluster.StateAbsent})
+		return mustJSON(suiteCluster{Kubeconfig: c.Kubeconfig(), Own: state == cluster.StateAbsent, ProvisionerArgs: so.provisioner})
 	}, func(data []byte) {
 		var sc suiteCluster
 		gomega.Expect(json.Unmarshal(data, &sc)).To(gomega.Succeed())
@@ -226,6 +254,7 @@ func SetupSuite(opts ...SuiteOption) bool {
 		TestContext.Artifacts = artifactsDir(root)
 		TestContext.Kubeconfig = sc.Kubeconfig
 		TestContext.OwnCluster = sc.Own
+		TestContext.ProvisionerArgs = sc.ProvisionerArgs
 		TestContext.Config, err = clientcmd.BuildConfigFromFlags("", TestContext.Kubeconfig)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "reading kubeconfig %s", TestContext.Kubeconfig)
 		TestContext.Config.QPS, TestContext.Config.Burst = 100, 200
@@ -288,8 +317,9 @@ func BeforeClusterRemoval(fn func(ctx context.Context)) {
 
 // suiteCluster is what process 1 tells the others about the cluster.
 type suiteCluster struct {
-	Kubeconfig string
-	Own        bool
+	Kubeconfig      string
+	Own             bool
+	ProvisionerArgs []string
 }
 
 func mustJSON(v any) []byte {
@@ -300,17 +330,18 @@ func mustJSON(v any) []byte {
 
 func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 	o := &cluster.Options{
-		Root:          root,
-		Runtime:       *runtimeFlag,
-		Workers:       *workersFlag,
-		ControlPlane:  *planeFlag,
-		Name:          so.clusterName,
-		APIServerArgs: so.apiserverArgs,
-		Nodes:         suiteNodes(so),
-		Kueue:         so.kueue,
-		Retain:        *retainFlag,
-		Timeout:       3 * time.Minute,
-		Out:           ginkgo.GinkgoWriter,
+		Root:            root,
+		Runtime:         *runtimeFlag,
+		Workers:         *workersFlag,
+		ControlPlane:    *planeFlag,
+		Name:            so.clusterName,
+		APIServerArgs:   so.apiserverArgs,
+		ProvisionerArgs: so.provisioner,
+		Nodes:           suiteNodes(so),
+		Kueue:           so.kueue,
+		Retain:          *retainFlag,
+		Timeout:         3 * time.Minute,
+		Out:             ginkgo.GinkgoWriter,
 	}
 	if so.clusterName != "" {
 		// Its own state and kubeconfig, beside the default cluster's.

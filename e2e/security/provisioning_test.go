@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -33,12 +34,14 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 	f := framework.NewFramework("security-provisioning")
 	other := framework.NewFramework("security-neighbour")
 	var (
-		tenant *framework.Tenant
-		cpus   int // of all kwok nodes together
+		tenant    *framework.Tenant
+		neighbour *framework.Tenant // of other's namespace, made by neighbourRequest
+		cpus      int               // of all kwok nodes together
 	)
 
 	ginkgo.BeforeEach(func(ctx ginkgo.SpecContext) {
 		tenant = framework.NewTenant(ctx, f.Namespace, "tenant")
+		neighbour = nil
 		cpus = 0
 		for _, n := range framework.KwokNodes(ctx, 2) {
 			cpus += int(n.Status.Allocatable.Cpu().Value())
@@ -147,7 +150,7 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		waitCondition(ctx, "all", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
 
 		ginkgo.By("creating, as a neighbour tenant, a pod that names the booking")
-		neighbour := framework.NewTenant(ctx, other.Namespace, "neighbour")
+		neighbour = framework.NewTenant(ctx, other.Namespace, "neighbour")
 		p := wrappers.MakePod("thief", other.Namespace).Requests("cpu", "1").Annotation(provv1.AnnotationConsume, "all").NoGrace().Obj()
 		_, err := neighbour.Client.CoreV1().Pods(other.Namespace).Create(ctx, p, metav1.CreateOptions{})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -339,6 +342,118 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(got.Spec.Parameters).To(gomega.BeEmpty())
 		gomega.Expect(bookings(ctx, pr)).To(gomega.HaveLen(len(booked)))
+	})
+
+	// bookingNames names pr's Reservations with their UIDs.
+	bookingNames := func(ctx context.Context, pr *provv1.ProvisioningRequest) []string {
+		ginkgo.GinkgoHelper()
+		var names []string
+		for _, r := range bookings(ctx, pr) {
+			names = append(names, r.Name+"@"+string(r.UID))
+		}
+		return names
+	}
+	// neighbourRequest books, as a neighbour tenant, 1 pod of 100m in the
+	// neighbour namespace, and returns the request once Provisioned with
+	// the names of its Reservations.
+	neighbourRequest := func(ctx context.Context, name string) (*provv1.ProvisioningRequest, []string) {
+		ginkgo.GinkgoHelper()
+		if neighbour == nil {
+			neighbour = framework.NewTenant(ctx, other.Namespace, "neighbour")
+		}
+		_, err := neighbour.Client.CoreV1().PodTemplates(other.Namespace).Create(ctx,
+			wrappers.MakePodTemplate(name, other.Namespace).Requests("cpu", "100m").Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		pr, err := neighbour.Gantry.AutoscalingXV1().ProvisioningRequests(other.Namespace).Create(ctx,
+			wrappers.MakeProvisioningRequest(name, other.Namespace, provv1.ClassCheckCapacity).PodSet(name, 1).Obj(), metav1.CreateOptions{})
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			_ = f.Gantry.AutoscalingXV1().ProvisioningRequests(other.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		})
+		utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, f.Gantry, other.Namespace, name,
+			provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound))
+		names := bookingNames(ctx, pr)
+		gomega.Expect(names).NotTo(gomega.BeEmpty(), "the neighbour's request holds no Reservation")
+		return pr, names
+	}
+
+	// Second review, N2: a request's simulation had no bound on its work,
+	// and held the lock every booking takes. The suite's cluster runs the
+	// provisioner with a budget a tenant can pass on two nodes (the default
+	// is passed only on clusters of thousands of nodes).
+	ginkgo.It("fails a request whose simulation passes its work budget, and the neighbour's bookings go on", func(ctx ginkgo.SpecContext) {
+		budget := framework.RequireProvisionerArg("simulation-budget", "the default budget is out of a tenant's reach on two nodes")
+		ginkgo.By("booking, as a neighbour tenant, before the attack")
+		before, held := neighbourRequest(ctx, "before")
+
+		ginkgo.By(fmt.Sprintf("asking, as the tenant, for 200 pods spread over the nodes one by one (budget %s evaluations)", budget))
+		spread := wrappers.MakePodTemplate("spread", f.Namespace).Requests("cpu", "10m")
+		spread.Template.Labels = map[string]string{"app": "spread"}
+		spread.Template.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}},
+		}}
+		template(ctx, spread)
+		pr := request(ctx, checkCapacity("spread", "spread", 200))
+		ginkgo.By("booking, as the neighbour, during the attack")
+		neighbourRequest(ctx, "during")
+		c := waitCondition(ctx, "spread", provv1.ConditionFailed, provisioning.ReasonSimulationBudgetExceeded)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("budget of " + budget + " filter evaluations"))
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("--simulation-budget"))
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+
+		ginkgo.By("checking the neighbour's earlier booking is the same")
+		gomega.Expect(bookingNames(ctx, before)).To(gomega.ConsistOf(held))
+		neighbourRequest(ctx, "after")
+	})
+
+	// Second review, N2: a namespace's bookings had no cap, and each
+	// Reservation costs the scheduler and the status controller work. The
+	// suite's cluster caps them at a number a tenant reaches on two nodes
+	// (the default is --max-pods-per-request's).
+	ginkgo.It("caps the Reservations a namespace's bookings hold, and the neighbour still books", func(ctx ginkgo.SpecContext) {
+		limit, err := strconv.Atoi(framework.RequireProvisionerArg("max-bookings-per-namespace", "the default cap is out of a tenant's reach on two nodes"))
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		template(ctx, wrappers.MakePodTemplate("small", f.Namespace).Requests("cpu", "100m"))
+
+		ginkgo.By(fmt.Sprintf("asking, as the tenant, for one booking of %d pod sets: more Reservations than the cap alone", limit+1))
+		wide := checkCapacity("wide", "small", 1)
+		for range limit {
+			wide = wide.PodSet("small", 1)
+		}
+		pr := request(ctx, wide)
+		c := waitCondition(ctx, "wide", provv1.ConditionFailed, provisioning.ReasonTooManyBookings)
+		ginkgo.GinkgoWriter.Printf("Failed: %s\n", c.Message)
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("--max-bookings-per-namespace"))
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+
+		ginkgo.By(fmt.Sprintf("filling the cap with %d requests of one pod", limit))
+		held := 0
+		for i := range limit {
+			name := fmt.Sprintf("small-%d", i)
+			pr := request(ctx, checkCapacity(name, "small", 1))
+			waitCondition(ctx, name, provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+			held += len(bookings(ctx, pr))
+		}
+		gomega.Expect(held).To(gomega.Equal(limit))
+
+		ginkgo.By("asking for one more")
+		pr = request(ctx, checkCapacity("over", "small", 1))
+		framework.Eventually(ctx, func(g gomega.Gomega) {
+			got, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "over", metav1.GetOptions{})
+			g.Expect(err).NotTo(gomega.HaveOccurred())
+			c := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionProvisioned)
+			g.Expect(c).NotTo(gomega.BeNil(), util.DescribeProvisioningRequest(got))
+			g.Expect(c.Status).To(gomega.Equal(metav1.ConditionFalse), util.DescribeProvisioningRequest(got))
+			g.Expect(c.Reason).To(gomega.Equal(provv1.ReasonCapacityIsNotFound), util.DescribeProvisioningRequest(got))
+			g.Expect(c.Message).To(gomega.ContainSubstring("--max-bookings-per-namespace"))
+			ginkgo.GinkgoWriter.Printf("Provisioned=False: %s\n", c.Message)
+		}).Should(gomega.Succeed())
+		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
+
+		ginkgo.By("booking, as the neighbour, while the tenant is at its cap")
+		neighbourRequest(ctx, "neighbour")
 	})
 
 	// Findings 2 and 13: the provisioner's attempt state and backoff were

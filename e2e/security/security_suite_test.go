@@ -25,4 +25,7 @@ func TestSecurity(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry security suite")
 }
 
-var _ = framework.SetupSuite(framework.WithCluster("security"), framework.WithFakeNodesOnly(), framework.WithNodes(2))
+// The provisioner's work budget and cap on bookings are set low enough for
+// a tenant to reach them on two nodes; every other spec stays well inside.
+var _ = framework.SetupSuite(framework.WithCluster("security"), framework.WithFakeNodesOnly(), framework.WithNodes(2),
+	framework.WithProvisionerArgs("simulation-budget=500", "max-bookings-per-namespace=4"))

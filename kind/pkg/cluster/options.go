@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gantry-dev/gantry/internal/repo"
@@ -53,6 +54,10 @@ type Options struct {
 	// APIServerArgs are extra kube-apiserver flags, "name=value" (without
 	// dashes), e.g. "disable-admission-plugins=MetadataPolicy".
 	APIServerArgs []string
+	// ProvisionerArgs are extra gantry-provisioner flags, "name=value"
+	// (without dashes), e.g. "simulation-budget=500", appended after the
+	// runtime's own (a flag given twice takes the last value).
+	ProvisionerArgs []string
 	// Kueue installs Kueue (sigs.k8s.io/kueue, pinned by hack/tools/kueue)
 	// as an add-on once the cluster is up: the ProvisioningRequest client
 	// Gantry is tested against (`make kueue` builds it; runtime kind runs
@@ -109,6 +114,11 @@ func (o *Options) Complete() error {
 	if o.APIServerPort < 0 || o.APIServerPort > 65535 {
 		return fmt.Errorf("--port must be a TCP port (0 for any free port), got %d", o.APIServerPort)
 	}
+	for _, a := range o.ProvisionerArgs {
+		if _, err := ProvisionerFlag(a); err != nil {
+			return err
+		}
+	}
 	if o.Root == "" {
 		root, err := repo.Root()
 		if errors.Is(err, repo.ErrNotFound) {
@@ -134,4 +144,15 @@ func (o *Options) Complete() error {
 		return fmt.Errorf("scheduler configuration: %w", err)
 	}
 	return nil
+}
+
+// ProvisionerFlag is the command-line form (--name=value) of an entry of
+// Options.ProvisionerArgs.
+func ProvisionerFlag(arg string) (string, error) {
+	name, value, ok := strings.Cut(arg, "=")
+	name = strings.TrimPrefix(name, "--")
+	if !ok || name == "" || strings.ContainsAny(name, " \t\n") {
+		return "", fmt.Errorf("--provisioner-arg %q: want name=value", arg)
+	}
+	return "--" + name + "=" + value, nil
 }

@@ -96,6 +96,7 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.BoolVar(&o.Kueue, "kueue", false, "also install Kueue (sigs.k8s.io/kueue, pinned in hack/tools/kueue; `make kueue` builds it); a cluster keeps it once installed")
 		f.BoolVar(&o.Retain, "retain", false, "keep a cluster whose creation failed, for debugging")
 		f.StringArrayVar(&o.APIServerArgs, "apiserver-arg", nil, "extra kube-apiserver flag as name=value (repeatable)")
+		f.StringArrayVar(&o.ProvisionerArgs, "provisioner-arg", nil, "extra gantry-provisioner flag as name=value (repeatable), e.g. simulation-budget=500")
 	}
 	root.AddCommand(up, down, status)
 	return root

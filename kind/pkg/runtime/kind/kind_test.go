@@ -55,7 +55,8 @@ func TestRenderWorkloads(t *testing.T) {
 	if err := os.WriteFile(schedulerConfig, []byte("kind: KubeSchedulerConfiguration # marker\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r, err := newRuntime(&cluster.Options{Root: root, Name: "w", WorkDir: work, SchedulerConfig: schedulerConfig})
+	r, err := newRuntime(&cluster.Options{Root: root, Name: "w", WorkDir: work, SchedulerConfig: schedulerConfig,
+		ProvisionerArgs: []string{"simulation-budget=500", "--max-bookings-per-namespace=4"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +107,8 @@ func TestRenderWorkloads(t *testing.T) {
 	if !schedulerBound {
 		t.Error("no ClusterRoleBinding gives system:kube-scheduler the role gantry:kube-scheduler")
 	}
-	for _, want := range []string{"--node-group-provider=kwok", "--scale-down-unneeded-time=" + cluster.ScaleDownUnneededTime.String()} {
+	for _, want := range []string{"--node-group-provider=kwok", "--scale-down-unneeded-time=" + cluster.ScaleDownUnneededTime.String(),
+		"--simulation-budget=500", "--max-bookings-per-namespace=4"} {
 		if !slices.Contains(provisionerArgs, want) {
 			t.Errorf("provisioner args %q lack %q", provisionerArgs, want)
 		}

@@ -170,6 +170,13 @@ patches:
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --initial-node-group-backoff-duration=%s}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --max-node-group-backoff-duration=%s}
 `, schedulerConfigMap, workloadsNamespace, cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
+	for _, a := range r.o.ProvisionerArgs {
+		flag, err := cluster.ProvisionerFlag(a)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "    - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", flag)
+	}
 	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", addons), b.String(), files)
 }
 

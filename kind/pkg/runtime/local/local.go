@@ -250,6 +250,13 @@ components:
   - --max-node-group-backoff-duration=%s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
 		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
+	for _, a := range r.o.ProvisionerArgs {
+		flag, err := cluster.ProvisionerFlag(a)
+		if err != nil {
+			return "", err
+		}
+		config += fmt.Sprintf("  - %q\n", flag)
+	}
 	// kwokctl plays the stages it is given instead of its own: the build's
 	// (hack/build.sh), kwok's fast ones and Gantry's, as in the kwok image.
 	stages, err := os.ReadFile(r.bin("kwok-stages.yaml"))
