@@ -440,16 +440,11 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 
 		ginkgo.By("asking for one more")
 		pr = request(ctx, checkCapacity("over", "small", 1))
-		framework.Eventually(ctx, func(g gomega.Gomega) {
-			got, err := f.Gantry.AutoscalingXV1().ProvisioningRequests(f.Namespace).Get(ctx, "over", metav1.GetOptions{})
-			g.Expect(err).NotTo(gomega.HaveOccurred())
-			c := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionProvisioned)
-			g.Expect(c).NotTo(gomega.BeNil(), util.DescribeProvisioningRequest(got))
-			g.Expect(c.Status).To(gomega.Equal(metav1.ConditionFalse), util.DescribeProvisioningRequest(got))
-			g.Expect(c.Reason).To(gomega.Equal(provv1.ReasonCapacityIsNotFound), util.DescribeProvisioningRequest(got))
-			g.Expect(c.Message).To(gomega.ContainSubstring("--max-bookings-per-namespace"))
-			ginkgo.GinkgoWriter.Printf("Provisioned=False: %s\n", c.Message)
-		}).Should(gomega.Succeed())
+		got := utilgomega.Must(util.WaitForProvisioningRequestCondition(ctx, util.LongTimeout, f.Gantry, f.Namespace, "over",
+			provv1.ConditionProvisioned, metav1.ConditionFalse, provv1.ReasonCapacityIsNotFound))
+		c = meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionProvisioned)
+		ginkgo.GinkgoWriter.Printf("Provisioned=False: %s\n", c.Message)
+		gomega.Expect(c.Message).To(gomega.ContainSubstring("--max-bookings-per-namespace"))
 		gomega.Expect(bookings(ctx, pr)).To(gomega.BeEmpty())
 
 		ginkgo.By("booking, as the neighbour, while the tenant is at its cap")
