@@ -59,3 +59,24 @@ func (a *Applier) Delete(ctx context.Context, objs []*unstructured.Unstructured)
 	}
 	return nil
 }
+
+// Missing returns the objects of objs the cluster does not have, so a spec
+// can apply and later delete those alone and leave what an install put
+// there as it was.
+func (a *Applier) Missing(ctx context.Context, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		ri, err := a.a.Resource(obj)
+		if err != nil {
+			return nil, err
+		}
+		_, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, obj)
+		case err != nil:
+			return nil, fmt.Errorf("%s %s: %w", obj.GetKind(), apply.Name(obj), err)
+		}
+	}
+	return out, nil
+}

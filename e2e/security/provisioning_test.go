@@ -3,8 +3,10 @@ package security
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/onsi/ginkgo/v2"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups"
@@ -25,6 +28,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 	"github.com/gantry-dev/gantry/test/util"
 	utilgomega "github.com/gantry-dev/gantry/test/util/gomega"
 	"github.com/gantry-dev/gantry/test/wrappers"
@@ -451,6 +455,53 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		neighbourRequest(ctx, "neighbour")
 	})
 
+	// Second review, N9: the provisioner cached every PodTemplate of the
+	// cluster whole, so its memory grew with what tenants stored. It
+	// watches their metadata only, and reads a template whole when a
+	// request it serves names it.
+	ginkgo.It("keeps no copy of the PodTemplates no request names: storing 128 MiB of them leaves the provisioner's memory where it was", func(ctx ginkgo.SpecContext) {
+		var reader cluster.ResidentMemoryReader
+		if c := framework.TestContext.Local; c != nil {
+			reader, _ = c.Runtime().(cluster.ResidentMemoryReader)
+		}
+		if reader == nil {
+			ginkgo.Skip("the provisioner is not a process of this machine (only the local runtime's are)")
+		}
+		const templates, envVars, valueBytes = 128, 1000, 1000 // about 1 MiB each
+		stored := int64(templates * envVars * valueBytes)
+		big := func(i int) string { return fmt.Sprintf("big-%03d", i) }
+		ginkgo.By("booking, as a neighbour tenant, before")
+		before, held := neighbourRequest(ctx, "before")
+		rssBefore := utilgomega.Must(reader.ResidentMemory(provisionerComponent))
+
+		ginkgo.By(fmt.Sprintf("storing, as the tenant, %d PodTemplates of about 1 MiB that no request names", templates))
+		value := strings.Repeat("x", valueBytes)
+		errs := make([]error, templates)
+		workqueue.ParallelizeUntil(ctx, 4, templates, func(i int) {
+			pt := wrappers.MakePodTemplate(big(i), f.Namespace).Requests("cpu", "100m").Obj()
+			for k := range envVars {
+				pt.Template.Spec.Containers[0].Env = append(pt.Template.Spec.Containers[0].Env, v1.EnvVar{Name: fmt.Sprintf("V%04d", k), Value: value})
+			}
+			_, errs[i] = tenant.Client.CoreV1().PodTemplates(f.Namespace).Create(ctx, pt, metav1.CreateOptions{})
+		})
+		gomega.Expect(errors.Join(errs...)).NotTo(gomega.HaveOccurred())
+		ginkgo.By("asking for a pod of the last one: the provisioner has then seen them all")
+		pr := request(ctx, checkCapacity("last", big(templates-1), 1))
+		waitCondition(ctx, "last", provv1.ConditionProvisioned, provv1.ReasonCapacityIsFound)
+		gomega.Expect(bookings(ctx, pr)).To(gomega.HaveLen(1))
+		rssAfter := utilgomega.Must(reader.ResidentMemory(provisionerComponent))
+		grew := rssAfter - rssBefore
+		ginkgo.GinkgoWriter.Printf("gantry-provisioner resident memory: %.1f MiB before, %.1f MiB after %.1f MiB of PodTemplates: grew %.1f MiB\n",
+			mib(rssBefore), mib(rssAfter), mib(stored), mib(grew))
+		// A copy of every template would take at least what was stored.
+		gomega.Expect(grew).To(gomega.BeNumerically("<", stored/2),
+			"the provisioner's resident memory grew by %.1f MiB as the tenant stored %.1f MiB of templates", mib(grew), mib(stored))
+
+		ginkgo.By("checking the neighbour's booking is the same, and it books again")
+		gomega.Expect(bookingNames(ctx, before)).To(gomega.ConsistOf(held))
+		neighbourRequest(ctx, "after")
+	})
+
 	// Findings 2 and 13: the provisioner's attempt state and backoff were
 	// annotations the tenant could write; ValidUntilSeconds reached 68
 	// years.
@@ -491,3 +542,10 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		gomega.Expect(c.Message).To(gomega.ContainSubstring("ValidUntilSeconds must be at most"))
 	})
 })
+
+// provisionerComponent is gantry-provisioner's component name in the
+// local runtime.
+const provisionerComponent = "gantry-provisioner"
+
+// mib is a size in bytes in MiB.
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }

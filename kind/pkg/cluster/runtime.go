@@ -149,6 +149,13 @@ type ListenerLister interface {
 	Listeners() ([]Listener, error)
 }
 
+// ResidentMemoryReader is implemented by runtimes whose components run as
+// processes of this machine (the local runtime): a component's resident
+// memory, for the checks that what tenants store does not grow it.
+type ResidentMemoryReader interface {
+	ResidentMemory(component string) (int64, error)
+}
+
 // Listener is a listening TCP socket of a component.
 type Listener struct {
 	// Component is the process's name in the runtime (kube-apiserver,
