@@ -39,10 +39,15 @@ func TestStatusController(t *testing.T) {
 	}
 	owner := allocated(ownerPod("p", "5"), makeReservation("r", "2").Obj(), "n1")
 	owner.UID = "pod-p"
+	// finished is owner once it has run to completion: the status worker
+	// may first see it then (it ran fast, or the scheduler restarted).
+	finished := owner.DeepCopy()
+	finished.Status.Phase = v1.PodSucceeded
 
 	tests := map[string]struct {
 		r           *schedv1alpha1.Reservation
 		pods        []*v1.Pod
+		deleted     []*v1.Pod // observed deleted, after pods
 		unsched     string
 		wantPhase   schedv1alpha1.ReservationPhase
 		wantReason  string // of the Ready condition, or Scheduled for pending
@@ -71,6 +76,25 @@ func TestStatusController(t *testing.T) {
 			r: makeReservation("r", "2").Available("n1").Obj(), pods: []*v1.Pod{owner},
 			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
 			wantAgain: configv1.DefaultTerminalReservationTTL,
+		},
+		"allocate once whose owner finished before its status was recorded succeeds": {
+			r: makeReservation("r", "2").Available("n1").Obj(), pods: []*v1.Pod{finished},
+			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
+			wantAgain: configv1.DefaultTerminalReservationTTL,
+		},
+		"allocate once whose owner ran and finished before its status was recorded succeeds": {
+			r: makeReservation("r", "2").Available("n1").Obj(), pods: []*v1.Pod{owner, finished},
+			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
+			wantAgain: configv1.DefaultTerminalReservationTTL,
+		},
+		"allocate once whose owner ran and was deleted before its status was recorded succeeds": {
+			r: makeReservation("r", "2").Available("n1").Obj(), pods: []*v1.Pod{owner}, deleted: []*v1.Pod{owner},
+			wantPhase: schedv1alpha1.ReservationSucceeded, wantReason: schedv1alpha1.ReasonAllocated, wantOwners: 1, wantCPU: "2",
+			wantAgain: configv1.DefaultTerminalReservationTTL,
+		},
+		"shared whose owner finished stays available and records nobody": {
+			r: makeReservation("r", "2").Available("n1").AllocateOnce(false).Obj(), pods: []*v1.Pod{owner, finished},
+			wantPhase: schedv1alpha1.ReservationAvailable,
 		},
 		"shared with a bound owner stays available": {
 			r: makeReservation("r", "2").Available("n1").AllocateOnce(false).Obj(), pods: []*v1.Pod{owner},
@@ -103,6 +127,9 @@ func TestStatusController(t *testing.T) {
 			s.upsert(tc.r)
 			for _, p := range tc.pods {
 				s.observePod(p, false)
+			}
+			for _, p := range tc.deleted {
+				s.observePod(p, true)
 			}
 			if tc.unsched != "" {
 				s.failed(tc.r.UID, tc.unsched)

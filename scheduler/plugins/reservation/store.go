@@ -43,6 +43,16 @@ type store struct {
 	// informer; podToResv finds a pod's reservation when it goes away.
 	allocs    map[types.UID]map[types.UID]allocation
 	podToResv map[types.UID]types.UID
+	// spent is, by reservation UID, the first owner seen placed in it that
+	// has since finished or been deleted: it no longer counts against the
+	// reservation, but an allocate-once reservation stays consumed by it
+	// (entry.holds still checks it), whether or not its status recorded
+	// the owner before it went (it may run in less time than a status
+	// update takes, or finish while the scheduler is down). spentBy finds
+	// the entry a pod made, to forget it with the pod while its
+	// reservation is unknown.
+	spent   map[types.UID]allocation
+	spentBy map[types.UID]types.UID
 
 	// nominated: pending reservations that preempted, by UID, and the node
 	// their victims are leaving. Other pods' filters count them there as
@@ -66,6 +76,8 @@ func newStore(logger klog.Logger) *store {
 		owners:    newOwnerIndex(),
 		allocs:    map[types.UID]map[types.UID]allocation{},
 		podToResv: map[types.UID]types.UID{},
+		spent:     map[types.UID]allocation{},
+		spentBy:   map[types.UID]types.UID{},
 		nominated: map[types.UID]string{},
 		profiles:  sets.New[string](),
 		notify:    func(string) {},
@@ -211,13 +223,16 @@ func (s *store) remove(r *schedv1alpha1.Reservation) {
 	}
 	s.uncache(e.pod)
 	delete(s.allocs, r.UID)
+	delete(s.spent, r.UID)
 	delete(s.nominated, r.UID)
 }
 
 // observePod records a pod's allocation from its annotation: bound, live
 // pods count; anything else (unbound, finished, deleted) does not. What is
 // recorded is only a claim: it counts against the reservation once the
-// reservation holds it (entry.holds: an owner on its node).
+// reservation holds it (entry.holds: an owner on its node). A bound owner
+// that finishes or is deleted is kept as the reservation's spent owner
+// (store.spent), which consumes an allocate-once reservation.
 func (s *store) observePod(p *v1.Pod, deleted bool) {
 	var resv types.UID
 	var alloc *schedv1alpha1.ReservationAllocation
@@ -227,14 +242,17 @@ func (s *store) observePod(p *v1.Pod, deleted bool) {
 			alloc, resv = a, a.UID
 		}
 	}
-	counts := alloc != nil && p.Spec.NodeName != "" &&
-		p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed
+	finished := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	counts := alloc != nil && p.Spec.NodeName != "" && !finished
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if prev, ok := s.podToResv[p.UID]; ok && (!counts || prev != resv) {
 		delete(s.podToResv, p.UID)
 		if m := s.allocs[prev]; m != nil {
+			if a, ok := m[p.UID]; ok && (deleted || finished && prev == resv) {
+				s.spend(prev, a)
+			}
 			delete(m, p.UID)
 			if len(m) == 0 {
 				delete(s.allocs, prev)
@@ -243,6 +261,14 @@ func (s *store) observePod(p *v1.Pod, deleted bool) {
 		s.touch(prev)
 	}
 	if !counts {
+		if deleted {
+			s.forgetSpent(p.UID)
+		}
+		if alloc != nil && p.Spec.NodeName != "" && finished {
+			s.spend(resv, allocation{pod: types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, uid: p.UID, node: p.Spec.NodeName,
+				requests: apiresource.PodRequests(p, apiresource.PodResourcesOptions{}), obj: p})
+			s.touch(resv)
+		}
 		return
 	}
 	m := s.allocs[resv]
@@ -264,6 +290,33 @@ func (s *store) observePod(p *v1.Pod, deleted bool) {
 	s.touch(resv)
 }
 
+// spend records a that finished or went away as reservation resv's spent
+// owner, unless it has one. The reservation may not be known yet (informer
+// order after a restart): the record waits for it, and goes with the pod
+// if the reservation is still unknown then (the annotation is
+// tenant-writable; a pod naming no reservation leaves nothing behind).
+// Callers hold s.mu.
+func (s *store) spend(resv types.UID, a allocation) {
+	if _, ok := s.spent[resv]; ok {
+		return
+	}
+	s.spent[resv] = a
+	s.spentBy[a.uid] = resv
+}
+
+// forgetSpent drops what pod uid, now deleted, spent in a reservation the
+// store does not know. Callers hold s.mu.
+func (s *store) forgetSpent(uid types.UID) {
+	resv, ok := s.spentBy[uid]
+	if !ok {
+		return
+	}
+	delete(s.spentBy, uid)
+	if s.entries[resv] == nil && s.spent[resv].uid == uid {
+		delete(s.spent, resv)
+	}
+}
+
 func (s *store) touch(resv types.UID) {
 	if e := s.entries[resv]; e != nil {
 		s.reconcile(e)
@@ -281,6 +334,9 @@ func (s *store) consumed(e *entry) bool {
 	}
 	held := false
 	s.heldAllocs(e, func(allocation) { held = true })
+	if a, ok := s.spent[e.r.UID]; ok && e.holds(a) {
+		held = true
+	}
 	return held
 }
 
@@ -368,6 +424,9 @@ func (s *store) boundOwners(uid types.UID, node string) []allocation {
 	}
 	var out []allocation
 	s.heldAllocs(e, func(a allocation) { out = append(out, a) })
+	if a, ok := s.spent[uid]; ok && len(out) == 0 && e.allocateOnce() && e.holds(a) {
+		out = append(out, a) // it consumed the reservation before its status said so
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].pod.String() < out[j].pod.String() })
 	return out
 }

@@ -356,3 +356,51 @@ func TestFailureMessageNamesTheBookedNode(t *testing.T) {
 		}
 	}
 }
+
+// TestSpentOwnerConsumes: an allocate-once reservation whose owner ran and
+// finished before its status recorded the owner stays consumed, whichever
+// of the two the store sees first (informer order after a restart); a
+// shared one does not. A pod naming a reservation the store never sees
+// leaves nothing behind once deleted.
+func TestSpentOwnerConsumes(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	for _, tc := range []struct {
+		name         string
+		allocateOnce bool
+		podFirst     bool
+		want         bool
+	}{
+		{"allocate once, reservation first", true, false, true},
+		{"allocate once, pod first", true, true, true},
+		{"shared", false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := makeReservation("r", "2").Available("n1").AllocateOnce(tc.allocateOnce).Obj()
+			finished := allocated(ownerPod("p", "1"), r, "n1")
+			finished.Status.Phase = v1.PodSucceeded
+			s := newStore(logger)
+			if tc.podFirst {
+				s.observePod(finished, false)
+				s.upsert(r)
+			} else {
+				s.upsert(r)
+				s.observePod(finished, false)
+			}
+			if got := s.consumed(s.entries[r.UID]); got != tc.want {
+				t.Errorf("consumed = %v, want %v", got, tc.want)
+			}
+			if owners := s.boundOwners(r.UID, "n1"); len(owners) != map[bool]int{true: 1}[tc.want] {
+				t.Errorf("owners to record %v", owners)
+			}
+		})
+	}
+
+	s := newStore(logger)
+	forged := allocated(ownerPod("p", "1"), makeReservation("never", "2").Obj(), "n1")
+	forged.Status.Phase = v1.PodFailed
+	s.observePod(forged, false)
+	s.observePod(forged, true)
+	if len(s.spent) != 0 || len(s.spentBy) != 0 {
+		t.Errorf("a deleted pod naming an unknown reservation left spent %v, spentBy %v", s.spent, s.spentBy)
+	}
+}
