@@ -1,0 +1,128 @@
+package invariants
+
+import (
+	"time"
+
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+)
+
+// Config holds the checker's limits. DefaultConfig ties each to the value
+// in Gantry's code that it stands for; a soak run that sets a flag or a
+// class away from its default sets the field to match.
+type Config struct {
+	// StatusResync is the Reservation status controller's resync period. It
+	// has none (0): it acts when the scheduler's store notifies it of a
+	// change and at each reservation's expiry (queue.AddAfter), see
+	// scheduler/plugins/reservation/statuscontroller.go (Run, reconcile).
+	StatusResync time.Duration
+	// Grace is issue 40's allowance beyond StatusResync: a Reservation may
+	// outlive its TTL, its node, its consumption or its request by
+	// StatusResync+Grace.
+	Grace time.Duration
+	// TerminalReservationTTL is how long a Succeeded or Failed Reservation
+	// is kept (the Reservation plugin's terminalReservationTTL, default
+	// 10m, scheduler/apis/config/v1 DefaultTerminalReservationTTL; the local
+	// cluster's profile sets 2m, scheduler/profiles
+	// LocalTerminalReservationTTL). Negative: not checked.
+	TerminalReservationTTL time.Duration
+	// Skew is how long a state that must never hold (double booking, quota
+	// exceeded, a booking larger than its request) must persist before it
+	// is reported: the snapshot's lists come from separate informers, which
+	// may be that far apart. It is no value of Gantry's code.
+	Skew time.Duration
+
+	// Classes are the request classes the ProvisioningRequest family
+	// judges (empty: every request). The provisioner leaves requests of
+	// other classes to other controllers (controller.go resolveClass).
+	Classes []string
+	// DefaultValidUntil is a request's validity when it sets no
+	// ValidUntilSeconds and its class none (provisioning.DefaultValidUntil,
+	// autoscaler/provisioning/class.go, 7 days).
+	DefaultValidUntil time.Duration
+	// ClassValidUntil is the validity of ProvisioningClasses that set
+	// their own (spec.validUntilSeconds), by class name.
+	ClassValidUntil map[string]time.Duration
+	// ValidityGrace is how long past its validity a request may take to be
+	// Provisioned or to end: a booking made just before the deadline may
+	// stay unplaced for the provisioner's --booking-placement-timeout
+	// (30s, autoscaler/app/options.go) before its attempt fails, and then
+	// the request Fails; plus Grace.
+	ValidityGrace time.Duration
+	// ClassGrace is added to ValidityGrace for a class whose attempt may
+	// run past the deadline: an atomic scale-up's nodes have the class's
+	// provisioningTimeout to become Ready (provisioning
+	// DefaultProvisioningTimeout, 5m, for the upstream atomic class names).
+	ClassGrace map[string]time.Duration
+
+	// ScaleDownUnneededTime, ScaleDownTaintGrace and ScaleDownInterval are
+	// the provisioner's --scale-down-unneeded-time (10m; 0 turns scale-down
+	// and this family off), --scale-down-taint-grace (5s) and
+	// --scale-down-interval (10s), autoscaler/app/options.go.
+	ScaleDownUnneededTime time.Duration
+	ScaleDownTaintGrace   time.Duration
+	ScaleDownInterval     time.Duration
+	// KeepNodeGroups are node groups whose nodes scale-down may keep for
+	// the group's minimum size; their nodes are not judged.
+	KeepNodeGroups []string
+
+	// HeapRatio and GoroutineRatio bound a component's heap after GC and
+	// goroutine count at the end of a run against their level after
+	// warm-up (issue 40: 1.5 and 1.10).
+	HeapRatio      float64
+	GoroutineRatio float64
+	// LeakWarmUp is how long after a component's first sample its level is
+	// taken; LeakWindow is how many samples' time the level and the end are
+	// each the median of. Neither is a value of Gantry's code: the soak run
+	// chooses them.
+	LeakWarmUp time.Duration
+	LeakWindow time.Duration
+}
+
+// Values of Gantry's code that DefaultConfig uses. The checker does not
+// import the components it checks; each names where its value is defined.
+const (
+	// defaultTerminalReservationTTL: scheduler/apis/config/v1
+	// DefaultTerminalReservationTTL.
+	defaultTerminalReservationTTL = 10 * time.Minute
+	// defaultValidUntil: autoscaler/provisioning DefaultValidUntil.
+	defaultValidUntil = 7 * 24 * time.Hour
+	// defaultPlacementTimeout: gantry-provisioner's
+	// --booking-placement-timeout (autoscaler/app NewOptions).
+	defaultPlacementTimeout = 30 * time.Second
+	// defaultProvisioningTimeout: autoscaler/provisioning
+	// DefaultProvisioningTimeout.
+	defaultProvisioningTimeout = 5 * time.Minute
+	// defaultScaleDownUnneededTime, defaultScaleDownInterval: autoscaler/app
+	// NewOptions; defaultTaintGrace: scaledown.DefaultTaintGrace.
+	defaultScaleDownUnneededTime = 10 * time.Minute
+	defaultScaleDownInterval     = 10 * time.Second
+	defaultTaintGrace            = 5 * time.Second
+)
+
+// DefaultConfig is issue 40's limits over the defaults of Gantry's
+// components.
+func DefaultConfig() Config {
+	grace := 30 * time.Second
+	return Config{
+		StatusResync:           0,
+		Grace:                  grace,
+		TerminalReservationTTL: defaultTerminalReservationTTL,
+		Skew:                   5 * time.Second,
+		DefaultValidUntil:      defaultValidUntil,
+		ValidityGrace:          defaultPlacementTimeout + grace,
+		ClassGrace: map[string]time.Duration{
+			provv1.ClassBestEffortAtomicScaleUp: defaultProvisioningTimeout,
+			provv1.ClassAtomicScaleUpLegacy:     defaultProvisioningTimeout,
+		},
+		ScaleDownUnneededTime: defaultScaleDownUnneededTime,
+		ScaleDownTaintGrace:   defaultTaintGrace,
+		ScaleDownInterval:     defaultScaleDownInterval,
+		HeapRatio:             1.5,
+		GoroutineRatio:        1.10,
+		LeakWarmUp:            5 * time.Minute,
+		LeakWindow:            time.Minute,
+	}
+}
+
+// reservationLag is how long a Reservation may outlive what ends it.
+func (c Config) reservationLag() time.Duration { return c.StatusResync + c.Grace }

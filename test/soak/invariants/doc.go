@@ -1,0 +1,105 @@
+// Package invariants is the invariant checker of the soak test (issue
+// 40): pure logic over snapshots of cluster objects, with no API calls.
+// The soak run feeds a Checker a Snapshot from its informers every few
+// seconds (Check) and each component's memory readings at the end
+// (CheckLeaks); the checker keeps what it must across snapshots (when a
+// request was first seen gone, when a node was last used, a request's
+// attempts), reports each violation once while it persists (with when it
+// began, when it was seen and how far past its limit), and counts the
+// checks it made per family (Checks) for the run's report.
+//
+// Limits are in Config; DefaultConfig ties each to the value of Gantry's
+// code it stands for. The checker imports none of the components it
+// checks, so that it cannot agree with them by construction: where it
+// follows their accounting, its doc comments name the function it follows.
+//
+// # Families
+//
+// Reservation (reservations.go). Lifetime, each within StatusResync+Grace
+// (the status controller has no resync; issue 40's 30 s): a Pending or
+// Available Reservation past spec.expires or creation+spec.ttl (Expired);
+// an Available one whose node is gone (NodeGone); an allocate-once
+// Available one with an owner placed in it, which the status controller
+// makes Succeeded (NotSucceededWhenConsumed); a booking (labelled with its
+// request's UID) whose ProvisioningRequest is gone, being deleted or ended,
+// which the provisioner releases (OutlivesRequest); a Succeeded or Failed
+// one past terminalReservationTTL (TerminalNotDeleted). A Reservation's
+// owner pods may not exist yet by design (it holds capacity for pods to
+// come), and nothing in the scheduler ends a Reservation whose owner pod
+// is deleted before it is placed, so "outlives its owner" is judged as
+// outliving its consumption (allocate-once) and its request (bookings).
+// Capacity, each reported once it has held for Skew: per node and
+// resource, the requests of the pods bound there that have not finished,
+// plus what each live Reservation there holds (an Available one that is
+// not consumed, less the requests of the pods placed in it, as the
+// scheduler's store counts it) must not exceed allocatable
+// (NodeOverbooked); a pod is allocated to one Reservation at most, by
+// status.currentOwners and by placement (PodInTwoReservations); an
+// allocate-once Reservation has one owner at most and status.allocated
+// stays within what a Reservation holds (OverAllocated). A pod is placed in
+// a Reservation when it is bound to its node with an allocation annotation
+// naming it and one of its owners selects it, the scheduler's own rule.
+//
+// Quota (quota.go). Per ResourceQuota and resource of its hard (status.hard,
+// else spec.hard), once it has held for Skew: what the namespace's pods
+// use, by kube-apiserver's own pod evaluator (scopes, terminal and
+// terminating pods, count/pods, extended resources), plus what the
+// namespace's live bookings hold for pods that have not come, counted as
+// the provisioner counts them against quota, stays within hard
+// (QuotaExceeded). A pod that consumes a request and holds quota of its
+// own (pending, or bound outside its booking) stands for one of the
+// booking's pods, so a pod and its booked room count once. The
+// provisioner checks quota when it books; kube-apiserver's quota
+// admission does not know bookings, so a workload that creates pods
+// consuming no request in a namespace with live bookings can break this
+// invariant without any fault of Gantry's: the soak workload must not.
+// Scale-ups in flight hold quota in the provisioner's check but are no
+// booking, and are not counted.
+//
+// ProvisioningRequest (requests.go), for the requests of Config.Classes:
+// Provisioned=True or ended (Failed, BookingExpired or CapacityRevoked
+// True, or deleted) by creation + validity (ValidUntilSeconds, else the
+// class's) + ValidityGrace (+ ClassGrace for atomic scale-up), judged
+// from the conditions' transition times, so a late decision is caught even
+// between snapshots (NotDecidedInValidity). Served once: its live
+// Reservations book no more pods than it asks for (BookedTwice); no
+// Reservation of a failed attempt outlives it into the next, judged from
+// the request's count of failed attempts (AttemptsOverlap); no Reservation
+// is created after it ended (BookedAfterEnd); it is not Provisioned again
+// after it ended, nor stops being ended (RevivedAfterEnd). A Provisioned
+// request ends once the latest expiry of its Reservations has passed
+// (ProvisionedPastBooking).
+//
+// ScaleDown (nodes.go): a node a scale-up attempt added outlives its
+// request (gone, being deleted or ended), unused since, by at most
+// scale-down's unneeded time, taint grace and interval plus Grace
+// (NodeOutlivesRequest). Nodes of groups kept at their minimum size are
+// left out with Config.KeepNodeGroups.
+//
+// Leak (leak.go): per component, the median heap after GC and goroutine
+// count of the run's last LeakWindow are at most HeapRatio and
+// GoroutineRatio of their medians over the LeakWindow after LeakWarmUp
+// (HeapGrowth, GoroutineGrowth).
+//
+// # Left out
+//
+// Preemption (no preemptor gated past its backoff plus 5 s, no nomination
+// left on a pod that is gone) and MetadataPolicy (every pod carries what
+// its policies require; no create refused while a webhook replica is
+// Ready). Both need inputs a snapshot of API objects does not hold: the
+// preemptor's backoff is AsyncPreemption's in-memory state, and a
+// Reservation's nomination lives in the scheduler's store, not in the API;
+// the policy family needs the policies evaluated as the admission engine
+// evaluates them (a second implementation to keep in step) and the soak
+// client's record of refused creates and of webhook readiness over time.
+// They belong with the fault injector, which has those records.
+//
+// # Snapshots
+//
+// Each list of a Snapshot is every object of its kind; the lists may come
+// from informers at moments apart, which Skew allows for in the states that
+// must never hold. Timed invariants compare the API's timestamps (creation,
+// deletion, condition transitions, which are whole seconds) with the
+// snapshot's time, so the checker must run on a clock in step with the
+// control plane's.
+package invariants
