@@ -207,3 +207,59 @@ func watchBookingOnce(t *testing.T, r *Reconciler, c client.Client, pr *provv1.P
 	}
 	return got
 }
+
+// TestBookingEndsWhenItsReservationsAreGone: a Provisioned request whose
+// Reservations are all gone (deleted, or removed after they ended while
+// the provisioner was down) ends: consumed once its pods have all come,
+// else CapacityRevoked. Before the fix it matched no case and stayed
+// Provisioned for good. A booking the provisioner has just made, not in
+// its cache yet, is not taken for gone.
+func TestBookingEndsWhenItsReservationsAreGone(t *testing.T) {
+	provisioned := func() *provv1.ProvisioningRequest {
+		pr := wrappers.MakeProvisioningRequest("job", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 2).Obj()
+		pr.Finalizers = []string{Finalizer}
+		meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{Type: provv1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: provv1.ReasonCapacityIsFound})
+		return pr
+	}
+	came := func(name string) *v1.Pod {
+		return wrappers.MakePod(name, "ns").UID("pod-"+name).NodeName("n1").Annotation(provv1.AnnotationConsume, "job").Phase(v1.PodSucceeded).Obj()
+	}
+	for _, tc := range []struct {
+		name       string
+		pods       []*v1.Pod
+		assumed    bool
+		wantType   string
+		wantReason string
+	}{
+		{name: "no pod came", wantType: provv1.ConditionCapacityRevoked, wantReason: ReasonCapacityRevoked},
+		{name: "one of two pods came", pods: []*v1.Pod{came("p0")}, wantType: provv1.ConditionCapacityRevoked, wantReason: ReasonCapacityRevoked},
+		{name: "every pod came", pods: []*v1.Pod{came("p0"), came("p1")}, wantType: provv1.ConditionBookingExpired, wantReason: ReasonCapacityBookingConsumed},
+		{name: "a booking just made", assumed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pr := provisioned()
+			r, c := fakeReconciler(t, time.Now(), pr)
+			informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
+			r.PodInformer = informer
+			for _, p := range tc.pods {
+				if err := informer.GetIndexer().Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.assumed {
+				r.assume([]*schedv1alpha1.Reservation{booking(bookingName(pr.UID, 0, 0), pr)})
+			}
+			got := watchBookingOnce(t, r, c, pr)
+			if tc.wantType == "" {
+				if !meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned) || len(got.Status.Conditions) != 1 {
+					t.Fatalf("conditions %+v, want Provisioned only", got.Status.Conditions)
+				}
+				return
+			}
+			cond := meta.FindStatusCondition(got.Status.Conditions, tc.wantType)
+			if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != tc.wantReason || !strings.Contains(cond.Message, "gone") {
+				t.Fatalf("%s %+v, want True, %s, saying the Reservations are gone", tc.wantType, cond, tc.wantReason)
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -204,19 +205,35 @@ func (r *Reconciler) fail(ctx context.Context, rq *request, reason, msg string) 
 // pods have all come (BookingExpired, reason CapacityBookingConsumed, as
 // cluster-autoscaler says it), when it expires first (BookingExpired), or
 // when booked capacity goes away and cannot be booked again elsewhere
-// (CapacityRevoked; see rebook).
+// (CapacityRevoked; see rebook), or when every Reservation of the booking
+// is gone (deleted, or removed after it ended while the provisioner was
+// not watching): consumed if the request's pods have all come, else
+// CapacityRevoked.
 func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.Result, error) {
 	pr := rq.pr
 	bookings, err := r.bookings(ctx, pr)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	want := rq.requestedPods()
+	if len(bookings) == 0 {
+		gone, err := r.bookingGone(ctx, pr)
+		if err != nil || !gone {
+			return reconcile.Result{}, err
+		}
+		r.trackBookings(pr.UID, 0)
+		if came := r.cameElsewhere(pr, nil, int(want)); int64(came) >= want {
+			msg := fmt.Sprintf("all %d pods of the request came; its booking's Reservations are gone", want)
+			return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonCapacityBookingConsumed, v1.EventTypeNormal, msg)
+		}
+		return r.revoke(ctx, rq, "every Reservation of the booking is gone (deleted, or removed after it ended while the provisioner was not "+
+			"watching) before all of the request's pods came")
+	}
 	st := summarizeBookings(bookings, r.cameTo)
 	r.trackBookings(pr.UID, st.available+st.pending)
 	if lost := lostBookings(pr.UID, bookings, r.cameTo); lost.total > 0 {
 		return r.rebook(ctx, rq, bookings, lost)
 	}
-	want := rq.requestedPods()
 	elsewhere := 0
 	if st.total > 0 && int64(st.consumed) < want {
 		elsewhere = r.cameElsewhere(pr, bookings, int(want)-st.consumed)
@@ -237,6 +254,23 @@ func (r *Reconciler) watchBooking(ctx context.Context, rq *request) (reconcile.R
 		return r.end(ctx, rq, provv1.ConditionBookingExpired, ReasonWorkloadEvicted, v1.EventTypeNormal, msg)
 	}
 	return reconcile.Result{}, nil
+}
+
+// bookingGone reports whether a Provisioned request whose cache shows no
+// Reservation has none: none of its own creates is still on its way to the
+// cache, and the API server lists none either.
+func (r *Reconciler) bookingGone(ctx context.Context, pr *provv1.ProvisioningRequest) (bool, error) {
+	if len(r.withAssumedOf(pr.UID, nil)) > 0 {
+		return false, nil
+	}
+	if r.APIReader == nil {
+		return true, nil
+	}
+	var list schedv1alpha1.ReservationList
+	if err := r.APIReader.List(ctx, &list, client.MatchingLabels{LabelRequestUID: string(pr.UID)}); err != nil {
+		return false, err
+	}
+	return len(list.Items) == 0, nil
 }
 
 // revoke ends a Provisioned request whose booked capacity went away.
