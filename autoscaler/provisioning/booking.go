@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"sync"
@@ -780,14 +781,19 @@ func (r *Reconciler) heldBookings(rs []schedv1alpha1.Reservation, namespace stri
 }
 
 // capToShare caps each quantity of held at what n of total identical
-// pods request, when all of them together request all.
+// pods request, when all of them together request all. The share is worked
+// out in big integers: a large node's memory in milli-units times a count
+// of pods passes int64.
 func capToShare(held, all v1.ResourceList, n, total int) v1.ResourceList {
 	out := make(v1.ResourceList, len(held))
 	for name, q := range held {
 		a := all[name]
-		share := resource.NewMilliQuantity(a.MilliValue()*int64(max(n, 0))/int64(total), a.Format)
-		if share.Cmp(q) < 0 {
-			q = *share
+		milli := new(big.Int).Mul(big.NewInt(a.MilliValue()), big.NewInt(int64(max(n, 0))))
+		milli.Quo(milli, big.NewInt(int64(total)))
+		if milli.IsInt64() {
+			if share := resource.NewMilliQuantity(milli.Int64(), a.Format); share.Cmp(q) < 0 {
+				q = *share
+			}
 		}
 		out[name] = q
 	}

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1"
@@ -122,5 +123,33 @@ func TestBookable(t *testing.T) {
 		if !errors.As(err, &inv) || inv.PodSet != name {
 			t.Errorf("%s: %v, want the set refused", name, err)
 		}
+	}
+}
+
+// TestCapToShare: the share of n of total pods, also where the product of
+// a large node's memory in milli-units and the count passes int64 (it
+// wrapped negative, and so did the quota the booking was counted for).
+func TestCapToShare(t *testing.T) {
+	const gi, ti = int64(1) << 30, int64(1) << 40
+	for _, tc := range []struct {
+		name      string
+		held, all int64 // bytes
+		n, total  int
+		want      int64 // milli-bytes
+	}{
+		{"a share below what is held", 10 * gi, 8 * gi, 1, 4, 2 * gi * 1000},
+		{"what is held below the share", gi, 8 * gi, 2, 4, gi * 1000},
+		{"none of them", gi, 8 * gi, 0, 4, 0},
+		// 24Ti in milli-bytes times 400 passes int64.
+		{"24Ti for 500 pods, 400 to come", 24 * ti, 24 * ti, 400, 500, 24 * ti * 1000 / 500 * 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held := v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(tc.held, resource.BinarySI)}
+			all := v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(tc.all, resource.BinarySI)}
+			got := capToShare(held, all, tc.n, tc.total)[v1.ResourceMemory]
+			if got.MilliValue() != tc.want {
+				t.Errorf("capToShare = %s (%dm), want %dm", got.String(), got.MilliValue(), tc.want)
+			}
+		})
 	}
 }
