@@ -208,7 +208,7 @@ func AlreadyCounted(quotas []*v1.ResourceQuota, want []Demand, existing []*v1.Po
 			if out[i].Count == 0 || !slices.Equal(m, setMatch[i]) {
 				continue
 			}
-			if covers(u, setUsage[i]) {
+			if Covers(u, setUsage[i]) {
 				out[i].Count--
 				counted++
 				break
@@ -229,9 +229,9 @@ func withHard(q *v1.ResourceQuota) *v1.ResourceQuota {
 	return q
 }
 
-// covers reports whether have is at least need in every resource of need
+// Covers reports whether have is at least need in every resource of need
 // (quotav1.LessThanOrEqual compares only the resources of its second list).
-func covers(have, need v1.ResourceList) bool {
+func Covers(have, need v1.ResourceList) bool {
 	for name, q := range need {
 		h, ok := have[name]
 		if !ok && !q.IsZero() || ok && h.Cmp(q) < 0 {

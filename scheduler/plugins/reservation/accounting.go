@@ -1,6 +1,8 @@
 package reservation
 
 import (
+	"time"
+
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
@@ -20,4 +22,16 @@ func AllocateOnce(r *schedv1alpha1.Reservation) bool {
 // store also counts owners it placed before status shows them.)
 func Consumed(r *schedv1alpha1.Reservation) bool {
 	return AllocateOnce(r) && len(r.Status.CurrentOwners) > 0
+}
+
+// Expiry is when r expires: spec.expires, else its creation plus spec.ttl;
+// false when it sets neither.
+func Expiry(r *schedv1alpha1.Reservation) (time.Time, bool) {
+	switch {
+	case r.Spec.Expires != nil:
+		return r.Spec.Expires.Time, true
+	case r.Spec.TTL != nil:
+		return r.CreationTimestamp.Add(r.Spec.TTL.Duration), true
+	}
+	return time.Time{}, false
 }

@@ -41,8 +41,8 @@ func (m *chosenMap) get(node string) (chosen, bool) {
 	return ch, ok
 }
 
-// subtract returns a − Σ bs, per resource of a, floored at zero.
-func subtract(a v1.ResourceList, bs ...v1.ResourceList) v1.ResourceList {
+// Subtract returns a − Σ bs, per resource of a, floored at zero.
+func Subtract(a v1.ResourceList, bs ...v1.ResourceList) v1.ResourceList {
 	out := make(v1.ResourceList, len(a))
 	for name, q := range a {
 		left := q.DeepCopy()

@@ -156,7 +156,7 @@ func (c *statusController) reconcile(ctx context.Context, name string) (time.Dur
 		return 0, err
 	}
 
-	if exp, ok := expiry(r); ok && !now.Before(exp) {
+	if exp, ok := Expiry(r); ok && !now.Before(exp) {
 		c.fail(want, schedv1alpha1.ReasonExpired, fmt.Sprintf("expired at %s", exp.UTC().Format(time.RFC3339)))
 	} else {
 		if ok {
@@ -256,16 +256,6 @@ func terminalSince(r *schedv1alpha1.Reservation) time.Time {
 		return c.LastTransitionTime.Time
 	}
 	return r.CreationTimestamp.Time
-}
-
-func expiry(r *schedv1alpha1.Reservation) (time.Time, bool) {
-	switch {
-	case r.Spec.Expires != nil:
-		return r.Spec.Expires.Time, true
-	case r.Spec.TTL != nil:
-		return r.CreationTimestamp.Add(r.Spec.TTL.Duration), true
-	}
-	return time.Time{}, false
 }
 
 // setCondition sets a condition of r, observed at r's generation.

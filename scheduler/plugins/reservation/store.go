@@ -347,7 +347,7 @@ func (s *store) remaining(e *entry) v1.ResourceList {
 	for _, a := range e.pending {
 		used = append(used, a.requests)
 	}
-	return subtract(e.r.Spec.Template.Requests, used...)
+	return Subtract(e.r.Spec.Template.Requests, used...)
 }
 
 func (s *store) index(e *entry) {

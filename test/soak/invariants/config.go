@@ -3,7 +3,10 @@ package invariants
 import (
 	"time"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	configv1 "github.com/gantry-dev/gantry/scheduler/apis/config/v1"
 )
 
 // Config holds the checker's limits. DefaultConfig ties each to the value
@@ -78,25 +81,16 @@ type Config struct {
 	LeakWindow time.Duration
 }
 
-// Values of Gantry's code that DefaultConfig uses. The checker does not
-// import the components it checks; each names where its value is defined.
+// Flag defaults of gantry-provisioner (autoscaler/app NewOptions) that
+// DefaultConfig uses; they are no exported constants there. The other
+// defaults come from the constants of Gantry's code.
 const (
-	// defaultTerminalReservationTTL: scheduler/apis/config/v1
-	// DefaultTerminalReservationTTL.
-	defaultTerminalReservationTTL = 10 * time.Minute
-	// defaultValidUntil: autoscaler/provisioning DefaultValidUntil.
-	defaultValidUntil = 7 * 24 * time.Hour
-	// defaultPlacementTimeout: gantry-provisioner's
-	// --booking-placement-timeout (autoscaler/app NewOptions).
+	// defaultPlacementTimeout: --booking-placement-timeout.
 	defaultPlacementTimeout = 30 * time.Second
-	// defaultProvisioningTimeout: autoscaler/provisioning
-	// DefaultProvisioningTimeout.
-	defaultProvisioningTimeout = 5 * time.Minute
-	// defaultScaleDownUnneededTime, defaultScaleDownInterval: autoscaler/app
-	// NewOptions; defaultTaintGrace: scaledown.DefaultTaintGrace.
+	// defaultScaleDownUnneededTime, defaultScaleDownInterval:
+	// --scale-down-unneeded-time, --scale-down-interval.
 	defaultScaleDownUnneededTime = 10 * time.Minute
 	defaultScaleDownInterval     = 10 * time.Second
-	defaultTaintGrace            = 5 * time.Second
 )
 
 // DefaultConfig is issue 40's limits over the defaults of Gantry's
@@ -106,16 +100,16 @@ func DefaultConfig() Config {
 	return Config{
 		StatusResync:           0,
 		Grace:                  grace,
-		TerminalReservationTTL: defaultTerminalReservationTTL,
+		TerminalReservationTTL: configv1.DefaultTerminalReservationTTL,
 		Skew:                   5 * time.Second,
-		DefaultValidUntil:      defaultValidUntil,
+		DefaultValidUntil:      provisioning.DefaultValidUntil,
 		ValidityGrace:          defaultPlacementTimeout + grace,
 		ClassGrace: map[string]time.Duration{
-			provv1.ClassBestEffortAtomicScaleUp: defaultProvisioningTimeout,
-			provv1.ClassAtomicScaleUpLegacy:     defaultProvisioningTimeout,
+			provv1.ClassBestEffortAtomicScaleUp: provisioning.DefaultProvisioningTimeout,
+			provv1.ClassAtomicScaleUpLegacy:     provisioning.DefaultProvisioningTimeout,
 		},
 		ScaleDownUnneededTime: defaultScaleDownUnneededTime,
-		ScaleDownTaintGrace:   defaultTaintGrace,
+		ScaleDownTaintGrace:   scaledown.DefaultTaintGrace,
 		ScaleDownInterval:     defaultScaleDownInterval,
 		HeapRatio:             1.5,
 		GoroutineRatio:        1.10,

@@ -9,9 +9,11 @@
 // checks it made per family (Checks) for the run's report.
 //
 // Limits are in Config; DefaultConfig ties each to the value of Gantry's
-// code it stands for. The checker imports none of the components it
-// checks, so that it cannot agree with them by construction: where it
-// follows their accounting, its doc comments name the function it follows.
+// code it stands for. The checker takes the components' readings of a
+// single object from them (reservation.AllocateOnce and Expiry,
+// provisioning.HoldsNode, quota.Covers) and works out their accounting
+// across objects on its own, so that it does not agree with them by
+// construction: its doc comments name the function each rule follows.
 //
 // # Families
 //

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
@@ -42,7 +42,7 @@ func (c *Checker) checkScaleDown(ix *index) []Violation {
 	used := map[string]bool{}
 	for _, p := range ix.s.Pods {
 		switch {
-		case !holdsNode(p):
+		case !provisioning.HoldsNode(p):
 		case p.Spec.NodeName != "":
 			used[p.Spec.NodeName] = true
 		case p.Status.NominatedNodeName != "":
@@ -113,22 +113,4 @@ func attemptRequest(attempt string) (types.UID, bool) {
 	}
 	n, err := strconv.Atoi(attempt[i+1:])
 	return types.UID(attempt[:i]), err == nil && n >= 1
-}
-
-// holdsNode reports whether p keeps its node from being unneeded: any pod
-// that has not finished, but DaemonSet and mirror pods (provisioning
-// HoldsNode).
-func holdsNode(p *v1.Pod) bool {
-	if terminalPod(p) {
-		return false
-	}
-	if _, mirror := p.Annotations[v1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Controller != nil && *o.Controller && o.Kind == "DaemonSet" {
-			return false
-		}
-	}
-	return true
 }

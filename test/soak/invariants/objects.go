@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +17,7 @@ import (
 
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // The provisioner's and scale-down's metadata, as they write it on
@@ -148,23 +148,6 @@ func live(r *schedv1alpha1.Reservation) bool {
 	return p == schedv1alpha1.ReservationPending || p == schedv1alpha1.ReservationAvailable
 }
 
-// allocateOnce is spec.allocateOnce, true when unset (reservation.AllocateOnce).
-func allocateOnce(r *schedv1alpha1.Reservation) bool {
-	return r.Spec.AllocateOnce == nil || *r.Spec.AllocateOnce
-}
-
-// expiry is when r expires, as the status controller reads it: spec.expires,
-// else creation plus spec.ttl (statuscontroller.go expiry).
-func expiry(r *schedv1alpha1.Reservation) (time.Time, bool) {
-	switch {
-	case r.Spec.Expires != nil:
-		return r.Spec.Expires.Time, true
-	case r.Spec.TTL != nil:
-		return r.CreationTimestamp.Add(r.Spec.TTL.Duration), true
-	}
-	return time.Time{}, false
-}
-
 // terminalSince is when r became Succeeded or Failed: its Ready condition's
 // transition, else its creation (statuscontroller.go terminalSince).
 func terminalSince(r *schedv1alpha1.Reservation) time.Time {
@@ -243,36 +226,18 @@ func holding(r *schedv1alpha1.Reservation, heldPods []*v1.Pod) v1.ResourceList {
 	if phase(r) != schedv1alpha1.ReservationAvailable || r.Status.NodeName == "" {
 		return nil
 	}
-	if allocateOnce(r) && (len(r.Status.CurrentOwners) > 0 || len(heldPods) > 0) {
+	if reservation.AllocateOnce(r) && (len(r.Status.CurrentOwners) > 0 || len(heldPods) > 0) {
 		return nil
 	}
 	used := make([]v1.ResourceList, 0, len(heldPods))
 	for _, p := range heldPods {
 		used = append(used, podRequests(p))
 	}
-	return subtract(r.Spec.Template.Requests, used...)
+	return reservation.Subtract(r.Spec.Template.Requests, used...)
 }
 
 func podRequests(p *v1.Pod) v1.ResourceList {
 	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-}
-
-// subtract is a − Σ bs per resource of a, floored at zero.
-func subtract(a v1.ResourceList, bs ...v1.ResourceList) v1.ResourceList {
-	out := make(v1.ResourceList, len(a))
-	for name, q := range a {
-		left := q.DeepCopy()
-		for _, b := range bs {
-			if u, ok := b[name]; ok {
-				left.Sub(u)
-			}
-		}
-		if left.Sign() < 0 {
-			left = *resource.NewQuantity(0, q.Format)
-		}
-		out[name] = left
-	}
-	return out
 }
 
 // addTo adds l into sum.

@@ -14,7 +14,9 @@ import (
 	"k8s.io/kubernetes/pkg/quota/v1/evaluator/core"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/quota"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // InvariantQuotaExceeded: a namespace's pods and bookings together use
@@ -203,7 +205,7 @@ func (c *Checker) heldBookings(ix *index) map[string][]*heldBooking {
 			requests: r.Spec.Template.Requests, perPod: share(r.Spec.Template.Requests, 1, booked)}
 		if phase(r) == schedv1alpha1.ReservationAvailable {
 			h.pods = booked - min(came(ix, r, ns, name), booked)
-			h.requests = capToShare(subtract(r.Spec.Template.Requests, r.Status.Allocated), r.Spec.Template.Requests, h.pods, booked)
+			h.requests = capToShare(reservation.Subtract(r.Spec.Template.Requests, r.Status.Allocated), r.Spec.Template.Requests, h.pods, booked)
 		}
 		if h.pods > 0 {
 			byRequest[key] = append(byRequest[key], h)
@@ -233,9 +235,9 @@ func (c *Checker) heldBookings(ix *index) map[string][]*heldBooking {
 		for _, p := range standIns {
 			req := podRequests(p)
 			for _, h := range hs {
-				if h.pods > 0 && covers(req, h.perPod) {
+				if h.pods > 0 && quota.Covers(req, h.perPod) {
 					h.pods--
-					h.requests = subtract(h.requests, h.perPod)
+					h.requests = reservation.Subtract(h.requests, h.perPod)
 					break
 				}
 			}
@@ -295,19 +297,6 @@ func capToShare(held, all v1.ResourceList, n, total int) v1.ResourceList {
 		}
 	}
 	return out
-}
-
-// covers reports whether have is at least need in every resource of need
-// (autoscaler/provisioning/quota covers): a smaller pod does not stand for
-// a booked one.
-func covers(have, need v1.ResourceList) bool {
-	for name, q := range need {
-		h, ok := have[name]
-		if !ok && !q.IsZero() || ok && h.Cmp(q) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func nonZero(l v1.ResourceList, name v1.ResourceName) bool {

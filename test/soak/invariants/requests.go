@@ -13,6 +13,7 @@ import (
 
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // Invariants of the ProvisioningRequest family.
@@ -74,7 +75,7 @@ func (c *Checker) checkRequests(ix *index) []Violation {
 		bookings := slices.Clone(ix.bookings[pr.UID])
 		sort.Slice(bookings, func(i, j int) bool { return bookings[i].Name < bookings[j].Name })
 		for _, r := range bookings {
-			if exp, ok := expiry(r); ok && exp.After(mem.bookingEnd) {
+			if exp, ok := reservation.Expiry(r); ok && exp.After(mem.bookingEnd) {
 				mem.bookingEnd = exp
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/plugins/reservation"
 )
 
 // Invariants of the Reservation family.
@@ -108,7 +109,7 @@ func (c *Checker) reservationLifetime(ix *index, r *schedv1alpha1.Reservation, p
 	now, lag := ix.now, c.cfg.reservationLag()
 	key := string(r.UID)
 	ph := phase(r)
-	if exp, ok := expiry(r); ok && live(r) {
+	if exp, ok := reservation.Expiry(r); ok && live(r) {
 		c.checks[FamilyReservation]++
 		if limit := exp.Add(lag); now.After(limit) {
 			how := "expires " + stamp(exp)
@@ -138,7 +139,7 @@ func (c *Checker) reservationLifetime(ix *index, r *schedv1alpha1.Reservation, p
 			}
 		}
 	}
-	if ph == schedv1alpha1.ReservationAvailable && allocateOnce(r) {
+	if ph == schedv1alpha1.ReservationAvailable && reservation.AllocateOnce(r) {
 		c.checks[FamilyReservation]++
 		owners := ownersOf(r, placed)
 		if len(owners) > 0 {
@@ -214,7 +215,7 @@ func (c *Checker) reservationAllocation(ix *index, r *schedv1alpha1.Reservation,
 	c.checks[FamilyReservation]++
 	var problems []string
 	owners := ownersOf(r, placed)
-	if allocateOnce(r) && len(owners) > 1 {
+	if reservation.AllocateOnce(r) && len(owners) > 1 {
 		problems = append(problems, fmt.Sprintf("it is allocate-once but %d owners were placed in it: %s", len(owners), refs(owners, 10)))
 	}
 	var over []string
