@@ -26,10 +26,14 @@ NODE_BASE_IMAGE ?=
 KUEUE ?=
 # Extra flags for gantry-cluster up, e.g. UP_FLAGS="--port 6443 --retain".
 UP_FLAGS ?=
+# `make soak`: how long tenants work under faults, and the seed of the work and fault schedule
+# (0: a new one, printed in the report).
+DURATION ?= 30m
+SEED ?= 0
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning verify lint test clean update
+.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak verify lint test clean update
 
 all: build
 
@@ -154,6 +158,15 @@ bench-kueue: build kueue
 		-run '^$$' -bench CheckCapacityThroughput -benchtime 1x -timeout 1h)
 	$(if $(DOC),go test -tags kueue_bench ./e2e/kueue/bench -run TestWriteDoc -count 1 -args \
 		-results=$(abspath _output/bench-kueue) -doc=$(abspath docs/performance-kueue.md))
+
+## soak: Gantry on a local cluster of its own under mixed tenant work for DURATION while its
+## components are killed and restarted (SEED= repeats a schedule); test/soak/invariants judges the
+## cluster throughout, and the report (operations, faults, checks, violations) goes to
+## _output/e2e-artifacts-soak/soak-report.json. Fails on any violation or on a run that did too little.
+soak: build
+	rm -rf $(ARTIFACTS)-soak && mkdir -p $(ARTIFACTS)-soak
+	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(ARTIFACTS)-soak ./e2e/soak -- \
+		--artifacts=$(abspath $(ARTIFACTS))-soak --runtime=local --soak-duration=$(DURATION) --soak-seed=$(SEED)
 
 ## verify: formatting, vet, tidy modules, generated files (the README's tables included) and Bazel
 ## metadata in sync, component READMEs at most 150 lines, no build output in the tree, import

@@ -1,0 +1,228 @@
+//go:build soak
+
+package soak
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/e2e/framework"
+	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
+)
+
+// The kinds of operation a tenant does, and the least each must be done a
+// minute over the run (over all tenants), or the run fails: a run whose
+// work stalled proves nothing.
+const (
+	opCheckCapacity = "check-capacity request"
+	opAtomic        = "best-effort-atomic request"
+	opReservation   = "reservation with an owner"
+	opPod           = "pod"
+)
+
+var minPerMinute = map[string]float64{opCheckCapacity: 1, opAtomic: 0.5, opReservation: 1, opPod: 1}
+
+// requestValidity is the ValidUntilSeconds of every request: the checker
+// judges each decided within it.
+const requestValidity = 3 * time.Minute
+
+// tenant works in two namespaces: requests, under a ResourceQuota that
+// their bookings count against, and pods, for reservations and plain pods
+// (kube-apiserver's quota admission does not know bookings: pods that
+// consume no request beside live bookings could pass the quota without any
+// fault of Gantry's).
+type tenant struct {
+	name           string
+	requests, pods string
+	rng            *rand.Rand
+	rec            *recorder
+	n              int // operations started, for names
+}
+
+// How an operation ended, when it did not fail.
+const (
+	// resultDone: its pods were bound (and, for a request, after it was
+	// Provisioned).
+	resultDone = "done"
+	// resultRefused: no room (a request Failed, a reservation not placed in
+	// a minute): part of the service on busy nodes.
+	resultRefused = "refused"
+	// resultUnplaced: its pods were not bound within two minutes.
+	resultUnplaced = "unplaced"
+)
+
+// work does one operation of a kind drawn from the tenant's seed, to its
+// end, and records it.
+func (t *tenant) work(ctx context.Context) {
+	t.n++
+	var kind, result string
+	var err error
+	switch x := t.rng.IntN(10); {
+	case x < 3:
+		kind = opCheckCapacity
+		result, err = t.request(ctx, provv1.ClassCheckCapacity)
+	case x < 5:
+		kind = opAtomic
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp)
+	case x < 8:
+		kind = opReservation
+		result, err = t.reservation(ctx)
+	default:
+		kind = opPod
+		result, err = t.pod(ctx)
+	}
+	if ctx.Err() != nil {
+		return // the run ended mid-operation: neither done nor failed
+	}
+	t.rec.op(kind, result, err)
+}
+
+// request asks for 1-3 pods of 100m-500m CPU, and once Provisioned
+// creates its pods, waits until they are bound, and deletes them and the
+// request. A request that fails (no capacity, quota) is a done operation:
+// refusing is part of the service.
+func (t *tenant) request(ctx context.Context, class string) (string, error) {
+	c := framework.TestContext
+	name := fmt.Sprintf("%s-r%d", t.name, t.n)
+	count := int32(1 + t.rng.IntN(3))
+	cpu := fmt.Sprintf("%dm", 100*(1+t.rng.IntN(5)))
+	tmpl := wrappers.MakePodTemplate(name, t.requests).Requests("cpu", cpu).Obj()
+	if _, err := c.Client.CoreV1().PodTemplates(t.requests).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating PodTemplate %s/%s: %w", t.requests, name, err)
+	}
+	defer func() {
+		_ = c.Client.CoreV1().PodTemplates(t.requests).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	}()
+	pr := wrappers.MakeProvisioningRequest(name, t.requests, class).PodSet(name, count).
+		Parameter(provv1.ParameterValidUntilSeconds, provv1.Parameter(fmt.Sprint(int(requestValidity.Seconds())))).Obj()
+	gantry, err := framework.GantryClient()
+	if err != nil {
+		return "", err
+	}
+	if _, err := gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Create(ctx, pr, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating ProvisioningRequest %s/%s: %w", t.requests, name, err)
+	}
+	defer func() {
+		_ = gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+	}()
+	var provisioned bool
+	err = util.PollSlowly(ctx, requestValidity+time.Minute, "ProvisioningRequest "+t.requests+"/"+name+" decided", func(ctx context.Context) (bool, error) {
+		got, err := gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // the API server may be restarting
+		}
+		provisioned = meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned)
+		return provisioned || meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionFailed), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if !provisioned {
+		return resultRefused, nil
+	}
+	pods := make([]string, 0, count)
+	for i := range count {
+		p := wrappers.MakePod(fmt.Sprintf("%s-%d", name, i), t.requests).Requests("cpu", cpu).
+			Annotation(provv1.AnnotationConsume, name).Obj()
+		if _, err := c.Client.CoreV1().Pods(t.requests).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return "", fmt.Errorf("creating pod %s/%s of a Provisioned request: %w", t.requests, p.Name, err)
+		}
+		pods = append(pods, p.Name)
+	}
+	defer t.deletePods(ctx, t.requests, pods...)
+	return t.waitBound(ctx, t.requests, pods...)
+}
+
+// reservation reserves 100m-300m CPU for 2 minutes for one owner pod,
+// creates the pod once the reservation is Available, waits until it is
+// bound, and deletes it.
+func (t *tenant) reservation(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("%s-v%d", t.pods, t.n) // cluster-scoped: the namespace names the run
+	cpu := fmt.Sprintf("%dm", 100*(1+t.rng.IntN(3)))
+	owner := map[string]string{"soak.gantry.dev/owner": name}
+	r := wrappers.MakeReservation(name, "cpu", cpu).OwnerLabels(t.pods, owner).TTL(2 * time.Minute).Obj()
+	gantry, err := framework.GantryClient()
+	if err != nil {
+		return "", err
+	}
+	if _, err := gantry.SchedulingV1alpha1().Reservations().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating Reservation %s: %w", name, err)
+	}
+	err = util.PollSlowly(ctx, time.Minute, "Reservation "+name+" Available", func(ctx context.Context) (bool, error) {
+		got, err := gantry.SchedulingV1alpha1().Reservations().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return got.Status.Phase == schedv1alpha1.ReservationAvailable, nil
+	})
+	if err != nil {
+		// Not placed within a minute (the nodes are full): delete it.
+		_ = gantry.SchedulingV1alpha1().Reservations().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		return resultRefused, nil
+	}
+	p := wrappers.MakePod(name, t.pods).Requests("cpu", cpu).Obj()
+	p.Labels = owner
+	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating owner pod %s/%s: %w", t.pods, name, err)
+	}
+	defer t.deletePods(ctx, t.pods, name)
+	return t.waitBound(ctx, t.pods, name)
+}
+
+// pod creates a pod of 100m CPU, waits until it is bound, and deletes it.
+func (t *tenant) pod(ctx context.Context) (string, error) {
+	name := fmt.Sprintf("%s-p%d", t.name, t.n)
+	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Obj()
+	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating pod %s/%s: %w", t.pods, name, err)
+	}
+	defer t.deletePods(ctx, t.pods, name)
+	return t.waitBound(ctx, t.pods, name)
+}
+
+// waitBound waits until the pods are bound (resultUnplaced if one is not
+// within two minutes), then holds them a while, as work would.
+func (t *tenant) waitBound(ctx context.Context, ns string, names ...string) (string, error) {
+	for _, n := range names {
+		err := util.PollSlowly(ctx, 2*time.Minute, "pod "+ns+"/"+n+" bound", func(ctx context.Context) (bool, error) {
+			p, err := framework.TestContext.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			return p.Spec.NodeName != "", nil
+		})
+		if err != nil {
+			return resultUnplaced, nil
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(5+t.rng.IntN(20)) * time.Second):
+	}
+	return resultDone, nil
+}
+
+func (t *tenant) deletePods(ctx context.Context, ns string, names ...string) {
+	for _, n := range names {
+		_ = framework.TestContext.Client.CoreV1().Pods(ns).Delete(context.WithoutCancel(ctx), n, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+	}
+}
+
+// quota is the ResourceQuota of a tenant's requests namespace.
+func quota(ns, cpu string) *v1.ResourceQuota {
+	return &v1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "soak", Namespace: ns},
+		Spec:       v1.ResourceQuotaSpec{Hard: v1.ResourceList{v1.ResourceRequestsCPU: resource.MustParse(cpu), v1.ResourcePods: resource.MustParse("30")}},
+	}
+}
