@@ -50,9 +50,11 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		rec := newRecorder()
 
 		ginkgo.By("making the tenants' namespaces and quotas")
+		gantry, err := framework.GantryClient()
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		tenants := make([]*tenant, *tenantsFlag)
 		for i := range tenants {
-			t := &tenant{name: fmt.Sprintf("t%d", i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), rec: rec}
+			t := &tenant{name: fmt.Sprintf("t%d", i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), rec: rec, gantry: gantry}
 			t.requests = namespace(ctx, t.name+"-requests")
 			t.pods = namespace(ctx, t.name+"-pods")
 			_, err := framework.TestContext.Client.CoreV1().ResourceQuotas(t.requests).Create(ctx, quota(t.requests, "2"), metav1.CreateOptions{})
@@ -138,10 +140,8 @@ func namespace(ctx context.Context, base string) string {
 // cleanup deletes a tenant's requests and pods; the Reservations the run
 // made end by their TTL.
 func cleanup(ctx context.Context, t *tenant) {
-	gantry, err := framework.GantryClient()
-	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	for _, ns := range []string{t.requests, t.pods} {
-		gomega.Expect(gantry.AutoscalingXV1().ProvisioningRequests(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(gomega.Succeed())
+		gomega.Expect(t.gantry.AutoscalingXV1().ProvisioningRequests(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(gomega.Succeed())
 		gomega.Expect(framework.TestContext.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(gomega.Succeed())
 	}
 }

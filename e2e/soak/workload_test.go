@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
@@ -33,6 +34,9 @@ const (
 
 var minPerMinute = map[string]float64{opCheckCapacity: 1, opAtomic: 0.5, opReservation: 1, opPod: 1}
 
+// failurePause is how long a tenant waits after an operation failed.
+const failurePause = 2 * time.Second
+
 // requestValidity is the ValidUntilSeconds of every request: the checker
 // judges each decided within it.
 const requestValidity = 3 * time.Minute
@@ -47,6 +51,7 @@ type tenant struct {
 	requests, pods string
 	rng            *rand.Rand
 	rec            *recorder
+	gantry         gantryclient.Interface
 	n              int // operations started, for names
 }
 
@@ -86,6 +91,14 @@ func (t *tenant) work(ctx context.Context) {
 		return // the run ended mid-operation: neither done nor failed
 	}
 	t.rec.op(kind, result, err)
+	if err != nil {
+		// As a client would, pause after an error (kube-apiserver may be
+		// restarting) rather than fail again at once.
+		select {
+		case <-ctx.Done():
+		case <-time.After(failurePause):
+		}
+	}
 }
 
 // request asks for 1-3 pods of 100m-500m CPU, and once Provisioned
@@ -106,19 +119,15 @@ func (t *tenant) request(ctx context.Context, class string) (string, error) {
 	}()
 	pr := wrappers.MakeProvisioningRequest(name, t.requests, class).PodSet(name, count).
 		Parameter(provv1.ParameterValidUntilSeconds, provv1.Parameter(fmt.Sprint(int(requestValidity.Seconds())))).Obj()
-	gantry, err := framework.GantryClient()
-	if err != nil {
-		return "", err
-	}
-	if _, err := gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Create(ctx, pr, metav1.CreateOptions{}); err != nil {
+	if _, err := t.gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Create(ctx, pr, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating ProvisioningRequest %s/%s: %w", t.requests, name, err)
 	}
 	defer func() {
-		_ = gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		_ = t.gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}()
 	var provisioned bool
-	err = util.PollSlowly(ctx, requestValidity+time.Minute, "ProvisioningRequest "+t.requests+"/"+name+" decided", func(ctx context.Context) (bool, error) {
-		got, err := gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Get(ctx, name, metav1.GetOptions{})
+	err := util.PollSlowly(ctx, requestValidity+time.Minute, "ProvisioningRequest "+t.requests+"/"+name+" decided", func(ctx context.Context) (bool, error) {
+		got, err := t.gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // the API server may be restarting
 		}
@@ -152,15 +161,11 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 	cpu := fmt.Sprintf("%dm", 100*(1+t.rng.IntN(3)))
 	owner := map[string]string{"soak.gantry.dev/owner": name}
 	r := wrappers.MakeReservation(name, "cpu", cpu).OwnerLabels(t.pods, owner).TTL(2 * time.Minute).Obj()
-	gantry, err := framework.GantryClient()
-	if err != nil {
-		return "", err
-	}
-	if _, err := gantry.SchedulingV1alpha1().Reservations().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+	if _, err := t.gantry.SchedulingV1alpha1().Reservations().Create(ctx, r, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating Reservation %s: %w", name, err)
 	}
-	err = util.PollSlowly(ctx, time.Minute, "Reservation "+name+" Available", func(ctx context.Context) (bool, error) {
-		got, err := gantry.SchedulingV1alpha1().Reservations().Get(ctx, name, metav1.GetOptions{})
+	err := util.PollSlowly(ctx, time.Minute, "Reservation "+name+" Available", func(ctx context.Context) (bool, error) {
+		got, err := t.gantry.SchedulingV1alpha1().Reservations().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
@@ -168,7 +173,7 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 	})
 	if err != nil {
 		// Not placed within a minute (the nodes are full): delete it.
-		_ = gantry.SchedulingV1alpha1().Reservations().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
+		_ = t.gantry.SchedulingV1alpha1().Reservations().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 		return resultRefused, nil
 	}
 	p := wrappers.MakePod(name, t.pods).Requests("cpu", cpu).Obj()
