@@ -13,10 +13,19 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 func TestScoreTable(t *testing.T) {
@@ -272,5 +281,58 @@ func TestSharedKeySetLookup(t *testing.T) {
 	}
 	if v := key.Get(a, func() view { return key }); v != nil {
 		t.Errorf("Get after Set(nil) = %v; want the nil that was set", v)
+	}
+}
+
+func TestNodeView(t *testing.T) {
+	metrics.Register() // the scheduler's cache and queue report metrics
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	node := wrappers.MakeNode("n1").Capacity("cpu", "4", "memory", "8Gi", "pods", "10").Obj()
+	bound := wrappers.MakePod("b", "team").UID("uid-b").Requests("cpu", "1").NodeName("n1").Obj()
+	// A reservation's pod, as the Reservation plugin caches it: no namespace.
+	reserved := wrappers.MakePod("r1", "").UID("uid-r1").Requests("cpu", "2").NodeName("n1").Obj()
+	preemptor := wrappers.MakePod("p", "team").UID("uid-p").Requests("cpu", "3").NominatedNodeName("n1").Obj()
+	other := wrappers.MakePod("q", "team").UID("uid-q").Requests("cpu", "1").Obj()
+
+	cache := internalcache.New(ctx, nil, false)
+	cache.AddNode(logger, node)
+	for _, p := range []*v1.Pod{bound, reserved} {
+		if err := cache.AddPod(logger, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The nominator nominates only pods its lister knows, unbound. The
+	// queue nominates a pod it takes in by its status.nominatedNodeName.
+	queue := internalqueue.NewTestQueueWithObjects(ctx, func(fwk.QueuedPodInfo, fwk.QueuedPodInfo) bool { return false }, []runtime.Object{preemptor, other})
+	queue.Add(ctx, preemptor)
+	queue.AddNominatedPod(logger, &framework.PodInfo{Pod: other}, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: "n2"})
+
+	e := New()
+	if err := e.Attach(&scheduler.Scheduler{Cache: cache, SchedulingQueue: queue, Profiles: profile.Map{}}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.ServicesHandler(func() bool { return true }))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/gantry/v1/nodes/n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got NodeView
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("nodes/n1: %d, %v", resp.StatusCode, err)
+	}
+	want := []NodeViewPod{{Namespace: "team", Name: "p", UID: "uid-p", Requests: wrappers.ResourceList("cpu", "3")}}
+	if diff := cmp.Diff(want, got.Nominated); diff != "" {
+		t.Errorf("nominated (-want +got):\n%s", diff)
+	}
+	wantPods := []NodeViewPod{
+		{Name: "r1", UID: "uid-r1", Requests: wrappers.ResourceList("cpu", "2")},
+		{Namespace: "team", Name: "b", UID: "uid-b", Requests: wrappers.ResourceList("cpu", "1")},
+	}
+	if diff := cmp.Diff(wantPods, got.Pods); diff != "" {
+		t.Errorf("pods (-want +got):\n%s", diff)
 	}
 }

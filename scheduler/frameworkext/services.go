@@ -119,16 +119,30 @@ func WriteError(w http.ResponseWriter, code int, format string, args ...any) {
 	WriteJSON(w, code, ErrorMessage{Message: fmt.Sprintf(format, args...)})
 }
 
-// NodeView is the scheduler cache's view of a node, as /gantry/v1/nodes/{node} shows it.
+// NodeView is the scheduler's view of a node, as /gantry/v1/nodes/{node}
+// shows it: what its cache holds there, and the pods its nominator holds
+// nominated there.
 type NodeView struct {
-	Name             string            `json:"name"`
-	Generation       int64             `json:"generation"`
-	Allocatable      v1.ResourceList   `json:"allocatable"`
-	Requested        v1.ResourceList   `json:"requested"`
-	NonZeroRequested v1.ResourceList   `json:"nonZeroRequested"`
-	UsedPorts        []string          `json:"usedPorts,omitempty"`
-	Pods             []NodeViewPod     `json:"pods"`
-	Labels           map[string]string `json:"labels,omitempty"`
+	Name             string          `json:"name"`
+	Generation       int64           `json:"generation"`
+	Allocatable      v1.ResourceList `json:"allocatable"`
+	Requested        v1.ResourceList `json:"requested"`
+	NonZeroRequested v1.ResourceList `json:"nonZeroRequested"`
+	UsedPorts        []string        `json:"usedPorts,omitempty"`
+	// Pods are the pods the cache holds on the node, bound or assumed. A
+	// Reservation the scheduler places or holds appears among them as its
+	// reserve pod: no namespace, the Reservation's name and UID
+	// (scheduler/reservepod).
+	Pods []NodeViewPod `json:"pods"`
+	// Nominated are the pods the scheduling queue's nominator holds
+	// nominated to the node: preemptors waiting for their victims to leave.
+	// Their requests are those the filters count for them there (none for
+	// a pod the scheduler is scheduling at that moment: the queue then
+	// holds only its name). Pending Reservations that preempted are
+	// nominated in the Reservation plugin's store, not in the queue, and
+	// are not listed.
+	Nominated []NodeViewPod     `json:"nominated,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 }
 
 // NodeViewPod is a pod in a NodeView.
@@ -165,8 +179,16 @@ func nodeView(sched *scheduler.Scheduler, name string) (*NodeView, error) {
 		p := pi.GetPod()
 		view.Pods = append(view.Pods, NodeViewPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Requests: podRequests(p)})
 	}
-	slices.SortFunc(view.Pods, func(a, b NodeViewPod) int {
+	if sched.SchedulingQueue != nil {
+		for _, pi := range sched.SchedulingQueue.NominatedPodsForNode(name) {
+			p := pi.GetPod()
+			view.Nominated = append(view.Nominated, NodeViewPod{Namespace: p.Namespace, Name: p.Name, UID: p.UID, Requests: podRequests(p)})
+		}
+	}
+	byName := func(a, b NodeViewPod) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
+	}
+	slices.SortFunc(view.Pods, byName)
+	slices.SortFunc(view.Nominated, byName)
 	return view, nil
 }

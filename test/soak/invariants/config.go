@@ -68,6 +68,26 @@ type Config struct {
 	// the group's minimum size; their nodes are not judged.
 	KeepNodeGroups []string
 
+	// PreemptionLimit is how long a pending preemptor may keep its
+	// nomination to one node before it is bound there or the nomination is
+	// cleared: AsyncPreemption's preemptionTimeout (its API work; default
+	// 30s, scheduler/apis/config/v1 DefaultPreemptionTimeout), plus the
+	// longest backoff after a failed preemption (10s, the cap in
+	// scheduler/plugins/asyncpreemption executor.go finish), plus the wait
+	// for the victims to leave the scheduler's cache (5s, leaveWait there),
+	// plus Grace. A victim's termination grace period counts against Grace:
+	// the soak workload's pods end within it. 0 or less: PreemptorStuck is
+	// not judged.
+	PreemptionLimit time.Duration
+	// PolicyLag is how long after a MetadataPolicy generation is written
+	// the admission plugin and the webhook may still admit pods without
+	// it: their policy informers have no resync and nothing bounds their
+	// lag (admission/metadatapolicy source.go), so it is a choice of the
+	// checker's, 5s, with no Grace added. A pod is judged against a
+	// generation only if the checker saw it PolicyLag or more before the
+	// pod's creation (see checkMetadataPolicies).
+	PolicyLag time.Duration
+
 	// HeapRatio and GoroutineRatio bound a component's heap after GC and
 	// goroutine count at the end of a run against their level after
 	// warm-up (issue 40: 1.5 and 1.10).
@@ -93,6 +113,19 @@ const (
 	defaultScaleDownInterval     = 10 * time.Second
 )
 
+// AsyncPreemption's timings that PreemptionLimit adds up; they are no
+// exported constants of scheduler/plugins/asyncpreemption (executor.go).
+const (
+	// preemptionBackoffCap: the longest backoff after a failed preemption
+	// (finish: min(1s<<(failures-1), 10s)).
+	preemptionBackoffCap = 10 * time.Second
+	// victimsLeaveWait: leaveWait, how long a successful preemption keeps
+	// its preemptor gated for the victims to leave the cache.
+	victimsLeaveWait = 5 * time.Second
+	// defaultPolicyLag: see Config.PolicyLag.
+	defaultPolicyLag = 5 * time.Second
+)
+
 // DefaultConfig is issue 40's limits over the defaults of Gantry's
 // components.
 func DefaultConfig() Config {
@@ -111,6 +144,8 @@ func DefaultConfig() Config {
 		ScaleDownUnneededTime: defaultScaleDownUnneededTime,
 		ScaleDownTaintGrace:   scaledown.DefaultTaintGrace,
 		ScaleDownInterval:     defaultScaleDownInterval,
+		PreemptionLimit:       configv1.DefaultPreemptionTimeout + preemptionBackoffCap + victimsLeaveWait + grace,
+		PolicyLag:             defaultPolicyLag,
 		HeapRatio:             1.5,
 		GoroutineRatio:        1.10,
 		LeakWarmUp:            5 * time.Minute,

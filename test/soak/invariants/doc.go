@@ -78,6 +78,44 @@
 // (NodeOutlivesRequest). Nodes of groups kept at their minimum size are
 // left out with Config.KeepNodeGroups.
 //
+// Preemption (preemption.go). A pod nominated to a node
+// (status.nominatedNodeName), unbound, neither being deleted, gated nor
+// finished, is bound or loses that nomination within PreemptionLimit of
+// when the checker first saw it nominated there: AsyncPreemption's
+// preemptionTimeout, its longest backoff after a failed preemption and
+// its wait for the victims to leave the scheduler's cache, plus Grace;
+// victims' termination grace periods count against Grace, so the soak
+// workload's pods end within it (PreemptorStuck). From the scheduler's view
+// of each node (Snapshot.SchedulerNodes; nothing of it is judged while it
+// was not read), each for longer than Grace: its nominator holds no pod
+// that is gone from the API, nor a Reservation that is gone or no longer
+// Pending (NominationOfGonePod); its cache holds no pod that is gone, nor
+// the reserve pod of a Reservation that is gone or neither Pending (the
+// scheduler assumes it while it binds) nor Available (CachedPodGone). A
+// Reservation appears in the view as its reserve pod: no namespace, its
+// name and UID.
+//
+// MetadataPolicy (metadatapolicy.go), for MetadataPolicies. The checker
+// remembers each policy's generations: the spec, and the first and last
+// snapshot that showed it. A pod created at t (its creationTimestamp,
+// whole seconds) is judged against a generation only if the checker saw
+// it at t-PolicyLag or before, and again at t+1s+Skew or after, and no
+// other generation of the policy meanwhile, so that it was in effect
+// throughout the pod's admission; and only if it is Enforce, its targets
+// include pods on CREATE and the pod is of its namespace. Its rules are
+// read against the pod as submitted, which the checker takes to be the
+// pod's labels and annotations less every key its namespace's policies
+// write. That holds under what the soak workload keeps: no selector
+// selects on a key a policy writes, no two policies write one key with
+// different values, and no pod's labels or annotations change after its
+// creation. Then no pod exists that a rejecting rule selects
+// (RejectNotEnforced); if none rejects, each label and annotation a
+// selecting rule sets is on the pod with that value, the first writer
+// winning in the engine's order (PolicyNotApplied), and so is the
+// schedulerName one sets (SchedulerNotChosen). A pod whose policy changed
+// around its creation is not judged against that policy at all, rather
+// than against the wrong generation.
+//
 // Leak (leak.go): per component, the median heap after GC and goroutine
 // count of the run's last LeakWindow are at most HeapRatio and
 // GoroutineRatio of their medians over the LeakWindow after LeakWarmUp
@@ -85,16 +123,16 @@
 //
 // # Left out
 //
-// Preemption (no preemptor gated past its backoff plus 5 s, no nomination
-// left on a pod that is gone) and MetadataPolicy (every pod carries what
-// its policies require; no create refused while a webhook replica is
-// Ready). Both need inputs a snapshot of API objects does not hold: the
-// preemptor's backoff is AsyncPreemption's in-memory state, and a
-// Reservation's nomination lives in the scheduler's store, not in the API;
-// the policy family needs the policies evaluated as the admission engine
-// evaluates them (a second implementation to keep in step) and the soak
-// client's record of refused creates and of webhook readiness over time.
-// They belong with the fault injector, which has those records.
+// "No create is refused while a webhook replica is Ready" needs the soak
+// client's record of refused creates and of the replicas' readiness over
+// time: the soak run judges it, not this package. ClusterMetadataPolicies
+// are not judged: they select namespaces by labels a snapshot does not
+// hold. AsyncPreemption's backoff is its in-memory state, which
+// PreemptorStuck bounds from outside rather than reads. Pending
+// Reservations that preempted are nominated in the Reservation plugin's
+// store, which the scheduler's view does not list (only the scheduling
+// queue's nominations), so NominationOfGonePod judges the Reservations
+// nominated there only once the view lists them.
 //
 // # Snapshots
 //

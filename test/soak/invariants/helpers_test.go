@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
@@ -25,7 +27,9 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 func mtime(d time.Duration) metav1.Time { return metav1.NewTime(at(d)) }
 
-// step is the cluster at one moment: t0+at, and the objects there.
+// step is the cluster at one moment: t0+at, and the objects there; a
+// frameworkext.NodeView among them is the scheduler's view of a node (none:
+// the view was not read).
 type step struct {
 	at   time.Duration
 	objs []any
@@ -45,6 +49,10 @@ func snapshot(s step) *Snapshot {
 			snap.Nodes = append(snap.Nodes, o)
 		case *v1.ResourceQuota:
 			snap.ResourceQuotas = append(snap.ResourceQuotas, o)
+		case *policyv1alpha1.MetadataPolicy:
+			snap.MetadataPolicies = append(snap.MetadataPolicies, o)
+		case frameworkext.NodeView:
+			snap.SchedulerNodes = append(snap.SchedulerNodes, o)
 		default:
 			panic(fmt.Sprintf("snapshot cannot hold %T", o))
 		}

@@ -11,8 +11,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
 // Family is a group of issue 40's invariants.
@@ -20,15 +22,17 @@ type Family string
 
 // The families the checker covers.
 const (
-	FamilyReservation  Family = "Reservation"
-	FamilyQuota        Family = "Quota"
-	FamilyProvisioning Family = "ProvisioningRequest"
-	FamilyScaleDown    Family = "ScaleDown"
-	FamilyLeak         Family = "Leak"
+	FamilyReservation    Family = "Reservation"
+	FamilyQuota          Family = "Quota"
+	FamilyProvisioning   Family = "ProvisioningRequest"
+	FamilyScaleDown      Family = "ScaleDown"
+	FamilyPreemption     Family = "Preemption"
+	FamilyMetadataPolicy Family = "MetadataPolicy"
+	FamilyLeak           Family = "Leak"
 )
 
 // Families are the families in the order reports list them.
-var Families = []Family{FamilyReservation, FamilyQuota, FamilyProvisioning, FamilyScaleDown, FamilyLeak}
+var Families = []Family{FamilyReservation, FamilyQuota, FamilyProvisioning, FamilyScaleDown, FamilyPreemption, FamilyMetadataPolicy, FamilyLeak}
 
 // Snapshot is the cluster as the soak test's informers show it at Time.
 // Each list holds every object of its kind (an empty list says there is
@@ -41,6 +45,13 @@ type Snapshot struct {
 	Pods                 []*v1.Pod
 	Nodes                []*v1.Node
 	ResourceQuotas       []*v1.ResourceQuota
+	MetadataPolicies     []*policyv1alpha1.MetadataPolicy
+	// SchedulerNodes are kube-scheduler's views of the nodes (GET
+	// /gantry/v1/nodes/{node}): its cache and its nominations. nil: the
+	// scheduler's view was not read (it did not answer), and only the
+	// checks of API objects run. A node missing from a non-nil list is one
+	// the scheduler does not know.
+	SchedulerNodes []frameworkext.NodeView
 }
 
 // ObjectRef names an object a violation involves.
@@ -141,6 +152,7 @@ type Checker struct {
 	requests map[types.UID]*requestMemory
 	nodeUse  map[string]time.Time
 	leaks    map[string]bool
+	policies map[types.UID]*policyMemory
 }
 
 // NewChecker returns a checker with cfg (see DefaultConfig).
@@ -153,6 +165,7 @@ func NewChecker(cfg Config) *Checker {
 		requests: map[types.UID]*requestMemory{},
 		nodeUse:  map[string]time.Time{},
 		leaks:    map[string]bool{},
+		policies: map[types.UID]*policyMemory{},
 	}
 }
 
@@ -166,6 +179,8 @@ func (c *Checker) Check(s *Snapshot) []Violation {
 	out = append(out, c.checkQuotas(ix)...)
 	out = append(out, c.checkRequests(ix)...)
 	out = append(out, c.checkScaleDown(ix)...)
+	out = append(out, c.checkPreemption(ix)...)
+	out = append(out, c.checkMetadataPolicies(ix)...)
 	for k := range c.states {
 		if !c.touched[k] {
 			delete(c.states, k)

@@ -217,7 +217,7 @@ func TestCheckerReportsOnce(t *testing.T) {
 	if got := c.Checks()[FamilyReservation]; got != 22 {
 		t.Errorf("%d Reservation checks made, want 22 (%s)", got, c.Checks())
 	}
-	if got, want := c.Checks().String(), "22 invariant checks made (Reservation 22, Quota 0, ProvisioningRequest 0, ScaleDown 0, Leak 0)"; got != want {
+	if got, want := c.Checks().String(), "22 invariant checks made (Reservation 22, Quota 0, ProvisioningRequest 0, ScaleDown 0, Preemption 0, MetadataPolicy 0, Leak 0)"; got != want {
 		t.Errorf("checks say %q, want %q", got, want)
 	}
 }
