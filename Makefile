@@ -33,7 +33,7 @@ SEED ?= 0
 GINKGO := go tool ginkgo
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak verify lint test clean update
+.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak soak-plants verify lint test clean update
 
 all: build
 
@@ -167,6 +167,12 @@ soak: build
 	rm -rf $(ARTIFACTS)-soak && mkdir -p $(ARTIFACTS)-soak
 	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(ARTIFACTS)-soak ./e2e/soak -- \
 		--artifacts=$(abspath $(ARTIFACTS))-soak --runtime=local --soak-duration=$(DURATION) --soak-seed=$(SEED)
+
+## soak-plants: for each family of internal/plant (PLANTS=, default all), a soak of DURATION (6m
+## unless given) on binaries built with that family's planted bug; passes only when every run
+## failed naming a violation of its family (hack/soak-plants.sh). On demand: a soak run each.
+soak-plants:
+	PLANTS="$(PLANTS)" DURATION="$(if $(filter command line,$(origin DURATION)),$(DURATION),6m)" SEED=$(SEED) hack/soak-plants.sh
 
 ## verify: formatting, vet, tidy modules, generated files (the README's tables included) and Bazel
 ## metadata in sync, component READMEs at most 150 lines, no build output in the tree, import

@@ -31,6 +31,7 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/plant"
 )
 
 // Reconciler serves the ProvisioningRequests of check-capacity and atomic
@@ -293,11 +294,17 @@ func (r *Reconciler) servesInstance(pr *provv1.ProvisioningRequest, c Class) boo
 	return string(pr.Spec.Parameters[ParameterProcessorInstance]) == r.ProcessorInstance
 }
 
+// leaked is what the bug planted for the Leak family keeps (internal/plant).
+var leaked [][]byte
+
 // Reconcile moves one request along: accept it, check quota, simulate,
 // book, confirm, and then watch the booking until it ends.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", req.NamespacedName)
 	ctx = klog.NewContext(ctx, logger)
+	if plant.Leak {
+		leaked = append(leaked, make([]byte, 64<<10))
+	}
 	if r.Synced != nil && !r.Synced() {
 		// An empty snapshot would find no capacity anywhere.
 		return reconcile.Result{RequeueAfter: time.Second}, nil

