@@ -224,6 +224,11 @@ func (r *Runtime) writeComponentsConfig() (string, error) {
 		}
 		schedulerConfig = abs
 	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return "", fmt.Errorf("choosing gantry-provisioner's metrics port: %w", err)
+	}
+	metricsPort := ports[0]
 	// Every component kwokctl starts listens on the loopback only (kwokctl's
 	// default is 0.0.0.0: etcd would serve plain HTTP, unauthenticated, to
 	// the network).
@@ -240,7 +245,7 @@ components:
   - --kubeconfig=%s
   - --scheduler-config=%s
   - --leader-elect=true
-  - --metrics-bind-address=0
+  - --metrics-bind-address=127.0.0.1:%d
   - --health-probe-bind-address=0
   - --node-group-provider=kwok
   - --node-group-config=%s
@@ -249,7 +254,7 @@ components:
   - --initial-node-group-backoff-duration=%s
   - --max-node-group-backoff-duration=%s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
-		r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
+		metricsPort, r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
 	for _, a := range r.o.ProvisionerArgs {
 		flag, err := cluster.ProvisionerFlag(a)
 		if err != nil {
@@ -257,6 +262,11 @@ components:
 		}
 		config += fmt.Sprintf("  - %q\n", flag)
 	}
+	// Its /metrics, over HTTPS with a certificate of its own, for callers
+	// with a bearer token allowed to get the non-resource URL /metrics
+	// (Metrics, which uses the admin certificate, gets 401: read it with
+	// ComponentRequestAs).
+	config += fmt.Sprintf("  metric:\n    scheme: https\n    host: 127.0.0.1:%d\n    path: /metrics\n    insecureSkipVerify: true\n", metricsPort)
 	// kwokctl plays the stages it is given instead of its own: the build's
 	// (hack/build.sh), kwok's fast ones and Gantry's, as in the kwok image.
 	stages, err := os.ReadFile(r.bin("kwok-stages.yaml"))

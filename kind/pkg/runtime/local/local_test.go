@@ -32,8 +32,9 @@ func TestComponentsConfigProvisionerArgs(t *testing.T) {
 	first, _, _ := strings.Cut(string(data), "\n---\n")
 	var config struct {
 		Components []struct {
-			Name string   `json:"name"`
-			Args []string `json:"args"`
+			Name   string    `json:"name"`
+			Args   []string  `json:"args"`
+			Metric *endpoint `json:"metric"`
 		} `json:"components"`
 	}
 	if err := yaml.Unmarshal([]byte(first), &config); err != nil {
@@ -46,6 +47,13 @@ func TestComponentsConfigProvisionerArgs(t *testing.T) {
 	if n := len(args); n < 3 || !slices.Equal(args[n-2:], []string{"--simulation-budget=500", "--max-bookings-per-namespace=4"}) ||
 		!slices.Contains(args, "--node-group-provider=kwok") {
 		t.Errorf("provisioner args %q", args)
+	}
+	// Its metrics are served where kwokctl's configuration says (Metrics,
+	// ComponentRequestAs read them there).
+	m := config.Components[0].Metric
+	if m == nil || m.Scheme != "https" || m.Path != "/metrics" || !strings.HasPrefix(m.Host, "127.0.0.1:") ||
+		!slices.Contains(args, "--metrics-bind-address="+m.Host) {
+		t.Errorf("provisioner metric endpoint %+v, args %q", m, args)
 	}
 
 	r.o.ProvisionerArgs = []string{"budget"}
