@@ -21,7 +21,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/gantry-dev/gantry/hack/tools/perf/plot"
 )
 
 type multi []string
@@ -119,7 +122,7 @@ func run(args []string) error {
 	doc.plot = filepath.ToSlash(rel)
 
 	var png bytes.Buffer
-	if err := writePlot(&png, plotPanels(res), 640, 420); err != nil {
+	if err := plot.Write(&png, [][]plot.Panel{plotPanels(res)}, 640, 420); err != nil {
 		return err
 	}
 	var md bytes.Buffer
@@ -130,17 +133,24 @@ func run(args []string) error {
 	return os.WriteFile(*out, md.Bytes(), 0o644)
 }
 
-func plotPanels(r *results) []panel {
-	nodes := panel{title: "SchedulingBasic, 10,000 measured pods", xLabel: "nodes", yLabel: "pods/s",
-		series: []series{nodeSeries(r, "Upstream"), nodeSeries(r, "Gantry")}}
-	nodes.series[0].name, nodes.series[1].name = "upstream profile", "Gantry profile"
-	resv := panel{title: "Gantry profile, 5000 nodes, 10,000 pods", xLabel: "Available reservations", yLabel: "pods/s",
-		series: []series{
-			reservationSeries(r, "Gantry", "half the pods own reservations"),
-			reservationSeries(r, "GantryNonOwners", "no pod owns one"),
-		}}
-	if base := resv.series[0]; len(base.points) > 0 && base.points[0].x == 0 {
-		resv.guide, resv.guideLabel = 0.9*base.points[0].y.mean, "0.9x without"
+func plotPanels(r *results) []plot.Panel {
+	nodes := plot.Panel{Title: "SchedulingBasic, 10,000 measured pods", XLabel: "nodes", YLabel: "pods/s",
+		Series: []plot.Series{nodeSeries(r, "Upstream").asPlot("upstream profile"), nodeSeries(r, "Gantry").asPlot("Gantry profile")}}
+	base := reservationSeries(r, "Gantry", "half the pods own reservations")
+	resv := plot.Panel{Title: "Gantry profile, 5000 nodes, 10,000 pods", XLabel: "Available reservations", YLabel: "pods/s",
+		Series: []plot.Series{base.asPlot(base.name), reservationSeries(r, "GantryNonOwners", "no pod owns one").asPlot("no pod owns one")}}
+	if len(base.points) > 0 && base.points[0].x == 0 {
+		resv.Guide, resv.GuideLabel = 0.9*base.points[0].y.mean, "0.9x without"
 	}
-	return []panel{nodes, resv}
+	return []plot.Panel{nodes, resv}
+}
+
+// asPlot is the series as the plot draws it, named name: the mean of each
+// point's repetitions, with a bar from the least to the most.
+func (s series) asPlot(name string) plot.Series {
+	out := plot.Series{Name: name}
+	for _, p := range s.points {
+		out.Points = append(out.Points, plot.Point{X: p.x, Y: p.y.mean, Min: slices.Min(p.y.values), Max: slices.Max(p.y.values)})
+	}
+	return out
 }

@@ -1,4 +1,4 @@
-package main
+package plot
 
 import (
 	"fmt"
@@ -15,9 +15,6 @@ import (
 	"golang.org/x/image/math/fixed"
 )
 
-// The plot is drawn by hand (lines, markers, min–max bars, a fixed-size
-// bitmap font) so that regenerating it needs nothing but Go.
-
 var (
 	white   = color.RGBA{255, 255, 255, 255}
 	black   = color.RGBA{0, 0, 0, 255}
@@ -25,46 +22,80 @@ var (
 	palette = []color.RGBA{{31, 119, 180, 255}, {214, 39, 40, 255}, {44, 160, 44, 255}, {148, 103, 189, 255}}
 )
 
-type panel struct {
-	title, xLabel, yLabel string
-	series                []series
-	// guide, if set, is drawn as a dashed horizontal line with its label.
-	guide      float64
-	guideLabel string
+// Panel is one chart: its series on axes that start at 0.
+type Panel struct {
+	Title, XLabel, YLabel string
+	Series                []Series
+	// Guide, if above 0, is drawn as a dashed horizontal line with
+	// GuideLabel.
+	Guide      float64
+	GuideLabel string
+	// XMax, if above 0, is the right end of the x axis; otherwise the
+	// largest x rounded up to 1, 2 or 5 times a power of ten.
+	XMax float64
 }
 
-// writePlot draws the panels side by side, each w x h pixels.
-func writePlot(out io.Writer, panels []panel, w, h int) error {
-	img := image.NewRGBA(image.Rect(0, 0, w*len(panels), h))
+// Series is one line of a panel, drawn in the next colour of the palette
+// and named in the legend.
+type Series struct {
+	Name   string
+	Points []Point
+	// Plain draws the line alone (for long time series): no marker and no
+	// min–max bar at each point, only a marker where the line breaks.
+	Plain bool
+}
+
+// Point is a point of a series: Y is drawn as a marker joined to the
+// previous point, with a bar from Min to Max (set both to Y for none).
+type Point struct {
+	X, Y, Min, Max float64
+	// Break leaves the point unjoined to the previous one: the line starts
+	// anew (a restarted process, say).
+	Break bool
+}
+
+// Write draws rows of panels, each panel w x h pixels, and encodes them as
+// PNG.
+func Write(out io.Writer, rows [][]Panel, w, h int) error {
+	cols := 0
+	for _, r := range rows {
+		cols = max(cols, len(r))
+	}
+	img := image.NewRGBA(image.Rect(0, 0, w*cols, h*len(rows)))
 	draw.Draw(img, img.Bounds(), &image.Uniform{white}, image.Point{}, draw.Src)
-	for i, p := range panels {
-		drawPanel(img, image.Rect(i*w, 0, (i+1)*w, h), p)
+	for j, r := range rows {
+		for i, p := range r {
+			drawPanel(img, image.Rect(i*w, j*h, (i+1)*w, (j+1)*h), p)
+		}
 	}
 	return png.Encode(out, img)
 }
 
-func drawPanel(img *image.RGBA, r image.Rectangle, p panel) {
+func drawPanel(img *image.RGBA, r image.Rectangle, p Panel) {
 	// Plot area inside margins for title, labels and ticks.
 	area := image.Rect(r.Min.X+70, r.Min.Y+45, r.Max.X-20, r.Max.Y-55)
-	text(img, r.Min.X+(r.Dx()-7*len(p.title))/2, r.Min.Y+18, p.title, black)
-	text(img, area.Min.X-60, area.Min.Y-10, p.yLabel, black)
-	text(img, area.Min.X+(area.Dx()-7*len(p.xLabel))/2, r.Max.Y-12, p.xLabel, black)
+	text(img, r.Min.X+(r.Dx()-7*len(p.Title))/2, r.Min.Y+18, p.Title, black)
+	text(img, area.Min.X-60, area.Min.Y-10, p.YLabel, black)
+	text(img, area.Min.X+(area.Dx()-7*len(p.XLabel))/2, r.Max.Y-12, p.XLabel, black)
 
 	var xs, ys []float64
-	for _, s := range p.series {
-		for _, pt := range s.points {
-			xs = append(xs, pt.x)
-			ys = append(ys, slices.Max(pt.y.values))
+	for _, s := range p.Series {
+		for _, pt := range s.Points {
+			xs = append(xs, pt.X)
+			ys = append(ys, pt.Max)
 		}
 	}
 	if len(xs) == 0 {
 		text(img, area.Min.X+10, area.Min.Y+20, "no data", black)
 		return
 	}
-	if p.guide > 0 {
-		ys = append(ys, p.guide)
+	if p.Guide > 0 {
+		ys = append(ys, p.Guide)
 	}
-	xMax, yMax := niceCeil(slices.Max(xs)), niceCeil(slices.Max(ys)*1.1)
+	xMax, yMax := p.XMax, niceCeil(slices.Max(ys)*1.1)
+	if xMax <= 0 {
+		xMax = niceCeil(slices.Max(xs))
+	}
 	toX := func(x float64) int { return area.Min.X + int(math.Round(x/xMax*float64(area.Dx()))) }
 	toY := func(y float64) int { return area.Max.Y - int(math.Round(y/yMax*float64(area.Dy()))) }
 
@@ -81,29 +112,34 @@ func drawPanel(img *image.RGBA, r image.Rectangle, p panel) {
 	line(img, area.Min.X, area.Max.Y, area.Max.X, area.Max.Y, black, 1)
 	line(img, area.Min.X, area.Min.Y, area.Min.X, area.Max.Y, black, 1)
 
-	if p.guide > 0 {
+	if p.Guide > 0 {
 		for x := area.Min.X; x < area.Max.X; x += 12 {
-			line(img, x, toY(p.guide), min(x+6, area.Max.X), toY(p.guide), black, 1)
+			line(img, x, toY(p.Guide), min(x+6, area.Max.X), toY(p.Guide), black, 1)
 		}
-		text(img, area.Max.X-7*len(p.guideLabel)-4, toY(p.guide)+15, p.guideLabel, black)
+		text(img, area.Max.X-7*len(p.GuideLabel)-4, toY(p.Guide)+15, p.GuideLabel, black)
 	}
 
-	for i, s := range p.series {
+	for i, s := range p.Series {
 		c := palette[i%len(palette)]
-		for j, pt := range s.points {
-			x, y := toX(pt.x), toY(pt.y.mean)
-			line(img, x, toY(slices.Min(pt.y.values)), x, toY(slices.Max(pt.y.values)), c, 1)
-			line(img, x-4, toY(slices.Min(pt.y.values)), x+4, toY(slices.Min(pt.y.values)), c, 1)
-			line(img, x-4, toY(slices.Max(pt.y.values)), x+4, toY(slices.Max(pt.y.values)), c, 1)
-			fill(img, image.Rect(x-3, y-3, x+4, y+4), c)
-			if j > 0 {
-				prev := s.points[j-1]
-				line(img, toX(prev.x), toY(prev.y.mean), x, y, c, 2)
+		for j, pt := range s.Points {
+			x, y := toX(pt.X), toY(pt.Y)
+			switch {
+			case !s.Plain:
+				line(img, x, toY(pt.Min), x, toY(pt.Max), c, 1)
+				line(img, x-4, toY(pt.Min), x+4, toY(pt.Min), c, 1)
+				line(img, x-4, toY(pt.Max), x+4, toY(pt.Max), c, 1)
+				fill(img, image.Rect(x-3, y-3, x+4, y+4), c)
+			case pt.Break && j > 0:
+				fill(img, image.Rect(x-2, y-2, x+3, y+3), c)
+			}
+			if j > 0 && !pt.Break {
+				prev := s.Points[j-1]
+				line(img, toX(prev.X), toY(prev.Y), x, y, c, 2)
 			}
 		}
 		ly := area.Min.Y + 8 + 16*i
 		fill(img, image.Rect(area.Min.X+12, ly-4, area.Min.X+26, ly+2), c)
-		text(img, area.Min.X+32, ly+3, s.name, black)
+		text(img, area.Min.X+32, ly+3, s.Name, black)
 	}
 }
 
