@@ -4,8 +4,10 @@ package soak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -14,14 +16,27 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/admission/metadatapolicy"
 	gantryinformers "github.com/gantry-dev/gantry/crds/client/informers/externalversions"
+	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	kindnodes "github.com/gantry-dev/gantry/kind/pkg/nodes"
+	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/profiles"
 	"github.com/gantry-dev/gantry/test/soak/invariants"
 )
@@ -49,16 +64,30 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.GinkgoWriter.Printf("soak seed %d (--soak-seed=%d repeats this run's schedule)\n", seed, seed)
 		rec := newRecorder()
 
-		ginkgo.By("making the tenants' namespaces and quotas")
+		ginkgo.By("making the tenants' namespaces, quotas, governing MetadataPolicies and the priority classes of preemption")
 		gantry, err := framework.GantryClient()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		dyn, err := dynamic.NewForConfig(framework.TestContext.Config)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
+		w := &world{dyn: dyn, nodes: framework.KwokNodes(ctx, 4)}
+		gomega.Expect(priorityClasses(ctx)).To(gomega.Succeed())
+		ginkgo.DeferCleanup(func(ctx context.Context) {
+			for _, pc := range []string{victimClass, preemptorClass} {
+				_ = framework.TestContext.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc, metav1.DeleteOptions{})
+			}
+		})
 		tenants := make([]*tenant, *tenantsFlag)
 		for i := range tenants {
-			t := &tenant{name: fmt.Sprintf("t%d", i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), rec: rec, gantry: gantry}
+			t := &tenant{name: fmt.Sprintf("t%d", i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), rec: rec, gantry: gantry, w: w}
 			t.requests = namespace(ctx, t.name+"-requests")
 			t.pods = namespace(ctx, t.name+"-pods")
-			_, err := framework.TestContext.Client.CoreV1().ResourceQuotas(t.requests).Create(ctx, quota(t.requests, "2"), metav1.CreateOptions{})
+			_, err := framework.TestContext.Client.CoreV1().ResourceQuotas(t.requests).Create(ctx, quota(t.requests, "4"), metav1.CreateOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
+			for _, ns := range []string{t.requests, t.pods} {
+				p, err := w.writePolicy(ctx, governing(ns))
+				gomega.Expect(err).NotTo(gomega.HaveOccurred())
+				gomega.Expect(w.waitPolicyInEffect(ctx, p, time.Minute)).To(gomega.Succeed())
+			}
 			tenants[i] = t
 		}
 
@@ -67,13 +96,21 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL
 		cfg.ScaleDownUnneededTime = cluster.ScaleDownUnneededTime
 		cfg.ScaleDownInterval = 2 * time.Second // the local runtime's --scale-down-interval
+		// Components are killed about every five faults: a lifetime holds
+		// a warm-up and two windows in a few minutes.
+		cfg.LeakWarmUp, cfg.LeakWindow = 2*time.Minute, time.Minute
 		checker := invariants.NewChecker(cfg)
-		snapshot := watch(ctx)
+		snapshot := watch(ctx, w)
 		check := func() {
 			for _, v := range checker.Check(snapshot()) {
 				ginkgo.GinkgoWriter.Printf("VIOLATION %s\n", v)
 			}
 		}
+
+		ginkgo.By("reading the components' memory every " + defaultMemoryEvery.String())
+		memCtx, stopMem := context.WithCancel(ctx)
+		defer stopMem()
+		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), killed)
 
 		started := time.Now()
 		ginkgo.By(fmt.Sprintf("working for %s as %d tenants, a fault about every %s", *durationFlag, len(tenants), *faultsFlag))
@@ -87,7 +124,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 				}
 			})
 		}
-		wg.Go(func() { injectFaults(work, local, rand.New(rand.NewPCG(seed, 0)), rec) })
+		wg.Go(func() { injectFaults(work, local, w, rand.New(rand.NewPCG(seed, 0)), rec) })
 		ticker := time.NewTicker(checkEvery)
 		for work.Err() == nil {
 			select {
@@ -108,8 +145,12 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 			check()
 		}
 		check()
+		stopMem()
+		mem.wait()
 
-		rep := rec.report(seed, started, ran, len(tenants), checker, killFaultKinds())
+		rep := rec.report(seed, started, ran, len(tenants), checker, faultKinds())
+		rep.Shape = "local"
+		rep.judgeMemory(mem, checker, cfg)
 		ginkgo.GinkgoWriter.Print(rep.String())
 		path := filepath.Join(framework.TestContext.Artifacts, "soak-report.json")
 		gomega.Expect(rep.write(path)).To(gomega.Succeed())
@@ -118,9 +159,47 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 			gomega.Expect(f.Error).To(gomega.BeEmpty(), "%s %s at %s", f.Kind, f.Component, f.At)
 		}
 		gomega.Expect(rep.Violations).To(gomega.BeEmpty(), "invariants broken")
+		gomega.Expect(rep.Failures).To(gomega.BeEmpty(), "tenants' operations failed while kube-apiserver was available")
 		gomega.Expect(rep.Shortfalls).To(gomega.BeEmpty(), "the run did too little to prove anything")
 	})
 })
+
+// provisionerComponent is gantry-provisioner's component name: its
+// metrics need a bearer token (metricsToken).
+const provisionerComponent = "gantry-provisioner"
+
+// metricsToken makes a ServiceAccount allowed to get /metrics, as the
+// scraper an operator binds to gantry-provisioner-metrics-reader is, and
+// returns a token of it; all of it is deleted after the run.
+func metricsToken(ctx context.Context) string {
+	ginkgo.GinkgoHelper()
+	c := framework.TestContext.Client
+	ns := namespace(ctx, "metrics")
+	_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "scraper"}}, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	_, err = c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "scraper"}},
+	}
+	_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.DeferCleanup(func(ctx context.Context) {
+		_ = c.RbacV1().ClusterRoleBindings().Delete(ctx, role.Name, metav1.DeleteOptions{})
+		_ = c.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})
+	})
+	tr, err := c.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "scraper", &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)},
+	}, metav1.CreateOptions{})
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	return tr.Status.Token
+}
 
 // namespace makes a namespace for the run, deleted after it.
 func namespace(ctx context.Context, base string) string {
@@ -147,22 +226,28 @@ func cleanup(ctx context.Context, t *tenant) {
 }
 
 // watch starts informers of what the checker judges and returns a function
-// that takes a snapshot of them.
-func watch(ctx context.Context) func() *invariants.Snapshot {
+// that takes a snapshot of them, with kube-scheduler's view of each node
+// (its cache and its nominations) when it answers.
+func watch(ctx context.Context, w *world) func() *invariants.Snapshot {
 	ginkgo.GinkgoHelper()
 	gantry, err := framework.GantryClient()
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	kf := informers.NewSharedInformerFactory(framework.TestContext.Client, 0)
 	gf := gantryinformers.NewSharedInformerFactory(gantry, 0)
+	df := dynamicinformer.NewDynamicSharedInformerFactory(w.dyn, 0)
 	pods, nodes, quotas := kf.Core().V1().Pods().Lister(), kf.Core().V1().Nodes().Lister(), kf.Core().V1().ResourceQuotas().Lister()
 	reservations, requests := gf.Scheduling().V1alpha1().Reservations().Lister(), gf.AutoscalingX().V1().ProvisioningRequests().Lister()
+	policies := df.ForResource(metadatapolicy.MetadataPoliciesResource).Lister()
 	kf.Start(ctx.Done())
 	gf.Start(ctx.Done())
+	df.Start(ctx.Done())
 	kf.WaitForCacheSync(ctx.Done())
 	gf.WaitForCacheSync(ctx.Done())
+	df.WaitForCacheSync(ctx.Done())
 	ginkgo.DeferCleanup(func() {
 		kf.Shutdown()
 		gf.Shutdown()
+		df.Shutdown()
 	})
 	all := labels.Everything()
 	return func() *invariants.Snapshot {
@@ -172,23 +257,61 @@ func watch(ctx context.Context) func() *invariants.Snapshot {
 		s.ResourceQuotas, _ = quotas.List(all)
 		s.Reservations, _ = reservations.List(all)
 		s.ProvisioningRequests, _ = requests.List(all)
+		objs, _ := policies.List(all)
+		for _, o := range objs {
+			u, ok := o.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			p := &policyv1alpha1.MetadataPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err == nil {
+				s.MetadataPolicies = append(s.MetadataPolicies, p)
+			}
+		}
+		s.SchedulerNodes = schedulerViews(ctx, s.Nodes)
 		return s
 	}
 }
 
-// killFaultKinds names the faults injectFaults injects.
-func killFaultKinds() []string {
-	out := make([]string, 0, len(killed))
-	for _, c := range killed {
-		out = append(out, "kill -9 "+c)
+// schedulerViews reads kube-scheduler's view of each node; nil when it
+// does not answer (it may be restarting), so that no view is judged.
+func schedulerViews(ctx context.Context, nodes []*v1.Node) []frameworkext.NodeView {
+	out := make([]frameworkext.NodeView, 0, len(nodes))
+	for _, n := range nodes {
+		v, err := framework.SchedulerNodeView(ctx, n.Name)
+		if err != nil {
+			var herr *cluster.ComponentHTTPError
+			if errors.As(err, &herr) && herr.StatusCode == http.StatusNotFound {
+				continue // a node the scheduler has not seen yet, or no more
+			}
+			return nil
+		}
+		out = append(out, *v)
 	}
 	return out
 }
 
-// injectFaults kills and restarts a component every interval (drawn
-// between half and one and a half of --soak-fault-interval) until ctx
-// ends, going through the components in an order shuffled every round.
-func injectFaults(ctx context.Context, c *cluster.Cluster, rng *rand.Rand, rec *recorder) {
+// nodeFault is the fault that deletes one of the cluster's own nodes and
+// makes it again after nodeGone.
+const (
+	nodeFault = "delete node"
+	nodeGone  = 20 * time.Second
+)
+
+// faultKinds names the faults injectFaults injects.
+func faultKinds() []string {
+	out := make([]string, 0, len(killed)+1)
+	for _, c := range killed {
+		out = append(out, "kill -9 "+c)
+	}
+	return append(out, nodeFault)
+}
+
+// injectFaults injects a fault every interval (drawn between half and one
+// and a half of --soak-fault-interval) until ctx ends, going through the
+// kinds in an order shuffled every round: each component killed and
+// restarted, and a node deleted and made again.
+func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.Rand, rec *recorder) {
 	var order []string
 	for {
 		wait := time.Duration(float64(*faultsFlag) * (0.5 + rng.Float64()))
@@ -199,17 +322,41 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, rng *rand.Rand, rec *
 		}
 		if len(order) == 0 {
 			order = append(order, killed...)
+			order = append(order, nodeFault)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
-		component := order[0]
+		what := order[0]
 		order = order[1:]
-		f := fault{Kind: "kill -9 " + component, Component: component, At: time.Now()}
-		// A restart is not cut short by the end of the run.
-		if err := c.RestartComponent(context.WithoutCancel(ctx), component, syscall.SIGKILL); err != nil {
+		f := fault{Kind: "kill -9 " + what, Component: what, At: time.Now()}
+		// A fault is not cut short by the end of the run.
+		var err error
+		if what == nodeFault {
+			node := w.nodes[rng.IntN(len(w.nodes))].Name
+			f.Kind, f.Component = nodeFault, node
+			err = deleteNode(context.WithoutCancel(ctx), node, len(w.nodes))
+		} else {
+			err = c.RestartComponent(context.WithoutCancel(ctx), what, syscall.SIGKILL)
+		}
+		if err != nil {
 			f.Error = err.Error()
 		}
 		f.Took = time.Since(f.At)
-		ginkgo.GinkgoWriter.Printf("fault: %s at %s (%s) %s\n", f.Kind, f.At.UTC().Format(time.RFC3339), f.Took.Round(100*time.Millisecond), f.Error)
+		ginkgo.GinkgoWriter.Printf("fault: %s %s at %s (%s) %s\n", f.Kind, f.Component, f.At.UTC().Format(time.RFC3339), f.Took.Round(100*time.Millisecond), f.Error)
 		rec.fault(f)
 	}
+}
+
+// deleteNode deletes one of the cluster's own nodes, as a node lost, and
+// after nodeGone makes the cluster's nodes (the first n of its topology)
+// that are missing again, as the node coming back.
+func deleteNode(ctx context.Context, name string, n int) error {
+	c := framework.TestContext.Client
+	if err := c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	time.Sleep(nodeGone)
+	return retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
+		_, err := kindnodes.Ensure(ctx, c, kindnodes.Topology(n))
+		return err
+	})
 }

@@ -5,6 +5,7 @@ package soak
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -32,7 +33,19 @@ const (
 	opPod           = "pod"
 )
 
-var minPerMinute = map[string]float64{opCheckCapacity: 1, opAtomic: 0.5, opReservation: 1, opPod: 1}
+var minPerMinute = map[string]float64{
+	opCheckCapacity: 1, opAtomic: 0.5, opScaleUp: 0.2, opReservation: 1, opPod: 0.5,
+	opRejected: 0.2, opPreemption: 0.3, opNarrowing: 0.3, opPolicy: 0.2,
+}
+
+// weights are the odds of each kind of operation, in twentieths.
+var weights = []struct {
+	kind   string
+	weight int
+}{
+	{opCheckCapacity, 4}, {opAtomic, 2}, {opScaleUp, 2}, {opReservation, 4}, {opPod, 2},
+	{opRejected, 1}, {opPreemption, 2}, {opNarrowing, 2}, {opPolicy, 1},
+}
 
 // failurePause is how long a tenant waits after an operation failed.
 const failurePause = 2 * time.Second
@@ -52,7 +65,9 @@ type tenant struct {
 	rng            *rand.Rand
 	rec            *recorder
 	gantry         gantryclient.Interface
+	w              *world
 	n              int // operations started, for names
+	churns         int // versions of the churned policy written
 }
 
 // How an operation ended, when it did not fail.
@@ -71,21 +86,28 @@ const (
 // end, and records it.
 func (t *tenant) work(ctx context.Context) {
 	t.n++
-	var kind, result string
+	kind := pick(t.rng.IntN(20))
+	var result string
 	var err error
-	switch x := t.rng.IntN(10); {
-	case x < 3:
-		kind = opCheckCapacity
-		result, err = t.request(ctx, provv1.ClassCheckCapacity)
-	case x < 5:
-		kind = opAtomic
-		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp)
-	case x < 8:
-		kind = opReservation
+	switch kind {
+	case opCheckCapacity:
+		result, err = t.request(ctx, provv1.ClassCheckCapacity, false)
+	case opAtomic:
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, false)
+	case opScaleUp:
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, true)
+	case opReservation:
 		result, err = t.reservation(ctx)
-	default:
-		kind = opPod
+	case opPod:
 		result, err = t.pod(ctx)
+	case opRejected:
+		result, err = t.rejected(ctx)
+	case opPreemption:
+		result, err = t.preemption(ctx)
+	case opNarrowing:
+		result, err = t.narrowing(ctx)
+	case opPolicy:
+		result, err = t.policy(ctx)
 	}
 	if ctx.Err() != nil {
 		return // the run ended mid-operation: neither done nor failed
@@ -101,16 +123,35 @@ func (t *tenant) work(ctx context.Context) {
 	}
 }
 
-// request asks for 1-3 pods of 100m-500m CPU, and once Provisioned
+// pick is the kind of operation x (0-19) draws.
+func pick(x int) string {
+	for _, w := range weights {
+		if x < w.weight {
+			return w.kind
+		}
+		x -= w.weight
+	}
+	panic(fmt.Sprintf("weights do not add up to 20 (%d left)", x))
+}
+
+// request asks for 1-3 pods of 100m-500m CPU (scaleUp: 1-2 pods of 2-3
+// CPU of the general node group, which no node the cluster started with
+// is of), and once Provisioned
 // creates its pods, waits until they are bound, and deletes them and the
 // request. A request that fails (no capacity, quota) is a done operation:
 // refusing is part of the service.
-func (t *tenant) request(ctx context.Context, class string) (string, error) {
+func (t *tenant) request(ctx context.Context, class string, scaleUp bool) (string, error) {
 	c := framework.TestContext
 	name := fmt.Sprintf("%s-r%d", t.name, t.n)
 	count := int32(1 + t.rng.IntN(3))
 	cpu := fmt.Sprintf("%dm", 100*(1+t.rng.IntN(5)))
-	tmpl := wrappers.MakePodTemplate(name, t.requests).Requests("cpu", cpu).Obj()
+	tw := wrappers.MakePodTemplate(name, t.requests)
+	if scaleUp {
+		count = int32(1 + t.rng.IntN(2))
+		cpu = fmt.Sprintf("%dm", 2000+500*t.rng.IntN(3))
+		tw.NodeSelector(v1.LabelInstanceTypeStable, generalInstanceType)
+	}
+	tmpl := tw.Requests("cpu", cpu).Obj()
 	if _, err := c.Client.CoreV1().PodTemplates(t.requests).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating PodTemplate %s/%s: %w", t.requests, name, err)
 	}
@@ -142,8 +183,12 @@ func (t *tenant) request(ctx context.Context, class string) (string, error) {
 	}
 	pods := make([]string, 0, count)
 	for i := range count {
-		p := wrappers.MakePod(fmt.Sprintf("%s-%d", name, i), t.requests).Requests("cpu", cpu).
-			Annotation(provv1.AnnotationConsume, name).Obj()
+		pw := wrappers.MakePod(fmt.Sprintf("%s-%d", name, i), t.requests).Requests("cpu", cpu).
+			Annotation(provv1.AnnotationConsume, name).Label(opLabel, "request")
+		if scaleUp {
+			pw.NodeSelector(v1.LabelInstanceTypeStable, generalInstanceType)
+		}
+		p := pw.Obj()
 		if _, err := c.Client.CoreV1().Pods(t.requests).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return "", fmt.Errorf("creating pod %s/%s of a Provisioned request: %w", t.requests, p.Name, err)
 		}
@@ -176,8 +221,8 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 		_ = t.gantry.SchedulingV1alpha1().Reservations().Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 		return resultRefused, nil
 	}
-	p := wrappers.MakePod(name, t.pods).Requests("cpu", cpu).Obj()
-	p.Labels = owner
+	p := wrappers.MakePod(name, t.pods).Requests("cpu", cpu).Label(opLabel, "owner").Obj()
+	maps.Copy(p.Labels, owner)
 	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating owner pod %s/%s: %w", t.pods, name, err)
 	}
@@ -188,7 +233,7 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 // pod creates a pod of 100m CPU, waits until it is bound, and deletes it.
 func (t *tenant) pod(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("%s-p%d", t.name, t.n)
-	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Obj()
+	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Label(opLabel, "pod").Obj()
 	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating pod %s/%s: %w", t.pods, name, err)
 	}
@@ -199,6 +244,19 @@ func (t *tenant) pod(ctx context.Context) (string, error) {
 // waitBound waits until the pods are bound (resultUnplaced if one is not
 // within two minutes), then holds them a while, as work would.
 func (t *tenant) waitBound(ctx context.Context, ns string, names ...string) (string, error) {
+	if !t.bound(ctx, ns, names...) {
+		return resultUnplaced, nil
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Duration(5+t.rng.IntN(20)) * time.Second):
+	}
+	return resultDone, nil
+}
+
+// bound waits up to two minutes for each pod to be bound, and says whether
+// they were.
+func (t *tenant) bound(ctx context.Context, ns string, names ...string) bool {
 	for _, n := range names {
 		err := util.PollSlowly(ctx, 2*time.Minute, "pod "+ns+"/"+n+" bound", func(ctx context.Context) (bool, error) {
 			p, err := framework.TestContext.Client.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
@@ -208,14 +266,10 @@ func (t *tenant) waitBound(ctx context.Context, ns string, names ...string) (str
 			return p.Spec.NodeName != "", nil
 		})
 		if err != nil {
-			return resultUnplaced, nil
+			return false
 		}
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Duration(5+t.rng.IntN(20)) * time.Second):
-	}
-	return resultDone, nil
+	return true
 }
 
 func (t *tenant) deletePods(ctx context.Context, ns string, names ...string) {
