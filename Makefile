@@ -160,9 +160,11 @@ bench-kueue: build kueue
 		-results=$(abspath _output/bench-kueue) -doc=$(abspath docs/performance-kueue.md))
 
 ## soak: Gantry on a local cluster of its own under mixed tenant work for DURATION while its
-## components are killed and restarted (SEED= repeats a schedule); test/soak/invariants judges the
-## cluster throughout, and the report (operations, faults, checks, violations) goes to
-## _output/e2e-artifacts-soak/soak-report.json. Fails on any violation or on a run that did too little.
+## components are killed and restarted and nodes deleted (SEED= repeats a schedule);
+## test/soak/invariants judges the cluster throughout, and the report (operations, faults, checks,
+## violations, memory per component) goes to _output/e2e-artifacts-soak/soak-report.json, which
+## hack/tools/perf/soakreport turns into docs/reliability.md. Fails on any violation, on a failed
+## operation while kube-apiserver was up, or on a run that did too little.
 soak: build
 	rm -rf $(ARTIFACTS)-soak && mkdir -p $(ARTIFACTS)-soak
 	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(ARTIFACTS)-soak ./e2e/soak -- \
