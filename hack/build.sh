@@ -6,6 +6,9 @@
 # Go's build cache makes a rebuild with nothing changed take seconds.
 #
 #   GANTRY_BIN_DIR    where the binaries go (default _output/bin)
+#   GANTRY_BUILD_TAGS build tags added to every Gantry binary's (comma-separated;
+#                     e.g. gantry_plant_quota for hack/soak-plants.sh; releases set
+#                     none)
 #   GANTRY_BUILD_SET  "all" (default): everything the local cluster and the
 #                     tests run; "images": what Gantry's images hold
 #                     (hack/images.sh sets it, with GOARCH, per platform);
@@ -31,6 +34,13 @@ export CGO_ENABLED=0
 # the commit and tree state; go's own VCS stamp is taken per build and would
 # differ between binaries if the tree changed during a long build.
 export GOFLAGS="${GOFLAGS:-} -trimpath -buildvcs=false"
+extra_tags="${GANTRY_BUILD_TAGS:-}"
+[[ "${extra_tags}" =~ ^[a-z0-9_,]*$ ]] || { echo "GANTRY_BUILD_TAGS=${extra_tags}: want comma-separated tags" >&2; exit 2; }
+if [[ -n "${extra_tags}" ]]; then
+  # kube-apiserver's build names its own tags (gantry_patched), which would
+  # replace GOFLAGS' -tags: it adds these itself.
+  export GOFLAGS="${GOFLAGS} -tags=${extra_tags}"
+fi
 
 declare -A stamp
 while read -r key value; do stamp[${key}]="${value}"; done < <(hack/version.sh)
@@ -102,7 +112,7 @@ hack/patch-kubernetes.sh
 apiserver_ldflags="${k8s_ldflags[*]}"
 # The version string says the apiserver is patched: v1.36.3+gantry.<commit>.patched
 apiserver_ldflags="${apiserver_ldflags//${git_version}/${git_version}.patched}"
-go build -modfile="${root}/_output/patched/go.mod" -tags gantry_patched -ldflags "${apiserver_ldflags}" \
+go build -modfile="${root}/_output/patched/go.mod" -tags "gantry_patched${extra_tags:+,${extra_tags}}" -ldflags "${apiserver_ldflags}" \
   -o "${out}/kube-apiserver" ./apiserver-patches/cmd/kube-apiserver
 
 if [[ "${build_set}" == images ]]; then

@@ -17,6 +17,12 @@
 # disagrees with the Kubernetes release fails here, not in a cluster.
 # `bazel run //release:images` runs this same script.
 set -euo pipefail
+# Images are what a release ships: never with extra build tags (a planted
+# bug of internal/plant, say).
+if [[ -n "${GANTRY_BUILD_TAGS:-}" || "${GOFLAGS:-}" == *-tags* ]]; then
+  echo "hack/images.sh builds release images: unset GANTRY_BUILD_TAGS and GOFLAGS' -tags (${GANTRY_BUILD_TAGS:-}${GOFLAGS:-})" >&2
+  exit 2
+fi
 
 root="${BUILD_WORKSPACE_DIRECTORY:-$(cd "$(dirname "$0")/.." && pwd)}"
 GANTRY_ROOT="${root}"

@@ -1,11 +1,11 @@
 // Package plant holds the switches of the bugs planted to show that the
-// soak test's invariant checker catches what it claims (issue 40;
-// hack/soak-plants.sh). Each invariant family has a build tag,
+// soak test's invariant checker catches what it claims
+// (hack/soak-plants.sh, which builds with GANTRY_BUILD_TAGS). Each invariant family has a build tag,
 // gantry_plant_<family> (Families lists them); a binary built with it has
 // that family's bug, one the family's invariants must name. Without the tag
 // the switch is the constant false and the compiler drops the planted
-// code: no release build sets one (hack/build.sh and hack/images.sh take no
-// tags), and TestNoBugPlanted fails on a build that has one.
+// code: no release build sets one (hack/images.sh refuses extra tags), and
+// TestNoBugPlanted fails on a build that has one.
 package plant
 
 // Families are the families with a planted bug, by the suffix of their
