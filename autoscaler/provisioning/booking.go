@@ -859,6 +859,9 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 	st := summarizeBookings(bookings, r.cameTo)
 	r.trackBookings(pr.UID, st.available+st.pending)
 	want := countPods(rq.sets)
+	if plant.ProvisioningRequest && st.available+st.consumed > want {
+		want = st.available + st.consumed
+	}
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
 		reason, how := provv1.ReasonCapacityIsFound, "found"

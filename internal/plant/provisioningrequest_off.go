@@ -2,6 +2,8 @@
 
 package plant
 
-// ProvisioningRequest is the switch of the bug planted for the ProvisioningRequest family (off in this
-// build): gantry-provisioner's bookings record one pod more than they hold room for, so a request is served more than it asked.
+// ProvisioningRequest is the switch of the bug planted for the
+// ProvisioningRequest family (off in this build): gantry-provisioner's
+// bookings record one pod more than they hold room for, and confirming a
+// booking accepts more pods than the request asked for.
 const ProvisioningRequest = false
