@@ -2,5 +2,6 @@
 
 package plant
 
-// Leak is on: gantry-provisioner keeps 64 KiB for every reconcile of a request it reconciles.
+// Leak is on: gantry-provisioner keeps 64 KiB for every reconcile of a
+// request.
 const Leak = true

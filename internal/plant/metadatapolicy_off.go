@@ -2,6 +2,7 @@
 
 package plant
 
-// MetadataPolicy is the switch of the bug planted for the MetadataPolicy family (off in this
-// build): the admission engine drops the labels a rule adds.
+// MetadataPolicy is the switch of the bug planted for the MetadataPolicy
+// family (off in this build): the admission engine drops the labels a rule
+// adds.
 const MetadataPolicy = false

@@ -2,5 +2,6 @@
 
 package plant
 
-// Preemption is on: a preemptor whose preemption succeeded stays gated for an hour.
+// Preemption is on: a preemptor whose preemption succeeded stays gated for
+// an hour.
 const Preemption = true

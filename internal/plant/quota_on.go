@@ -2,5 +2,6 @@
 
 package plant
 
-// Quota is on: gantry-provisioner books without checking the namespace's ResourceQuotas.
+// Quota is on: gantry-provisioner books without checking the namespace's
+// ResourceQuotas.
 const Quota = true

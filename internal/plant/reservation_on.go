@@ -2,5 +2,6 @@
 
 package plant
 
-// Reservation is on: the status controller leaves a consumed allocate-once Reservation Available.
+// Reservation is on: the status controller leaves a consumed allocate-once
+// Reservation Available.
 const Reservation = true
