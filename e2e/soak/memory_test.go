@@ -337,7 +337,7 @@ func (rep *report) judgeMemory(m *memory, c *invariants.Checker, cfg invariants.
 			}
 			lm.Judged = true
 			warm := first.Add(cfg.LeakWarmUp)
-			b, e := memLevel(l.readings, warm, warm.Add(cfg.LeakWindow)), memLevel(l.readings, last.Add(-cfg.LeakWindow), last)
+			b, e := memLevel(samples, warm, warm.Add(cfg.LeakWindow)), memLevel(samples, last.Add(-cfg.LeakWindow), last)
 			lm.AfterWarmUp, lm.End = &b, &e
 			lm.HeapRatio, lm.GoroutineRatio = ratio(float64(e.HeapAfterGC), float64(b.HeapAfterGC)), ratio(float64(e.Goroutines), float64(b.Goroutines))
 			cm.Judged++
@@ -361,37 +361,11 @@ func (rep *report) judgeMemory(m *memory, c *invariants.Checker, cfg invariants.
 	rep.Checks = c.Checks()
 }
 
-// memLevel is the median of the readings from from to to (inclusive), as
-// CheckLeaks takes a level: of an even count, the mean of the middle two,
-// rounded down.
-func memLevel(rs []memReading, from, to time.Time) memoryLevel {
-	var heaps []uint64
-	var gs []int
-	l := memoryLevel{}
-	for _, r := range rs {
-		if r.At.Before(from) || r.At.After(to) {
-			continue
-		}
-		if l.Readings == 0 {
-			l.From = r.At
-		}
-		l.To = r.At
-		l.Readings++
-		heaps = append(heaps, r.HeapAfterGC)
-		gs = append(gs, r.Goroutines)
-	}
-	if l.Readings == 0 {
-		return l
-	}
-	slices.Sort(heaps)
-	slices.Sort(gs)
-	n := len(heaps)
-	l.HeapAfterGC, l.Goroutines = heaps[n/2], gs[n/2]
-	if n%2 == 0 {
-		l.HeapAfterGC = heaps[n/2-1]/2 + heaps[n/2]/2
-		l.Goroutines = (gs[n/2-1] + gs[n/2]) / 2
-	}
-	return l
+// memLevel is the level CheckLeaks took of the readings from from to to,
+// for the report.
+func memLevel(samples []invariants.MemSample, from, to time.Time) memoryLevel {
+	l := invariants.MedianLevel(samples, from, to)
+	return memoryLevel{From: l.From, To: l.To, Readings: l.Readings, HeapAfterGC: l.HeapAfterGC, Goroutines: l.Goroutines}
 }
 
 // ratio is end/base; 0 when base is 0 (JSON has no infinity).

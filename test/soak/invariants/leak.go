@@ -93,6 +93,22 @@ func (c *Checker) CheckLeaks(component string, samples []MemSample) ([]Violation
 	return out, nil
 }
 
+// Level is a window's median of a component's readings, as CheckLeaks
+// takes it: From and To are its first and last reading's times.
+type Level struct {
+	From, To    time.Time
+	Readings    int
+	HeapAfterGC uint64
+	Goroutines  int
+}
+
+// MedianLevel is the level CheckLeaks takes of the readings of s (sorted by
+// time) from from to to, inclusive, for reports that show it.
+func MedianLevel(s []MemSample, from, to time.Time) Level {
+	l := median(s, from, to)
+	return Level{From: l.from, To: l.to, Readings: l.n, HeapAfterGC: l.heap, Goroutines: l.goroutines}
+}
+
 // median is the median level of the readings of s (sorted by time) from
 // from to to, inclusive; from and to become the first and last reading's
 // times.
