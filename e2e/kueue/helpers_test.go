@@ -101,47 +101,14 @@ type queueOptions struct {
 func (e *env) queue(ctx context.Context, o queueOptions) {
 	ginkgo.GinkgoHelper()
 	name := e.f.Namespace
-	flavor := map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": name}}
-	if o.topology != "" {
-		labels := map[string]any{}
-		for k, v := range o.nodeLabels {
-			labels[k] = v
-		}
-		flavor["spec"] = map[string]any{"topologyName": o.topology, "nodeLabels": labels}
+	q := kueueapi.Queue{
+		Name: name, Namespace: e.f.Namespace, LocalQueue: localQueueName, Class: o.class, CPU: o.cpu, Memory: "1Ti",
+		Parameters: o.parameters, RetryStrategy: o.retry, PodSetUpdates: o.podSetUpdates, Preemption: o.preemption,
+		Topology: o.topology, NodeLabels: o.nodeLabels,
 	}
-	e.create(ctx, kueueapi.ResourceFlavors, flavor)
-	spec := map[string]any{"provisioningClassName": o.class, "managedResources": []any{"cpu"}}
-	if o.parameters != nil {
-		spec["parameters"] = o.parameters
+	for _, obj := range q.Objects() {
+		e.create(ctx, obj.Resource, obj.Object)
 	}
-	if o.retry != nil {
-		spec["retryStrategy"] = o.retry
-	}
-	if o.podSetUpdates != nil {
-		spec["podSetUpdates"] = o.podSetUpdates
-	}
-	e.create(ctx, kueueapi.ProvisioningRequestConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": name}, "spec": spec})
-	e.create(ctx, kueueapi.AdmissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": name}, "spec": map[string]any{
-		"controllerName": kueueapi.ProvisioningController,
-		"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": name},
-	}})
-	cq := map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": name}, "spec": map[string]any{
-		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": e.f.Namespace}},
-		"resourceGroups": []any{map[string]any{
-			"coveredResources": []any{"cpu", "memory"},
-			"flavors": []any{map[string]any{"name": name, "resources": []any{
-				map[string]any{"name": "cpu", "nominalQuota": o.cpu},
-				map[string]any{"name": "memory", "nominalQuota": "1Ti"},
-			}}},
-		}},
-		"admissionChecksStrategy": map[string]any{"admissionChecks": []any{map[string]any{"name": name}}},
-	}}
-	if o.preemption != nil {
-		_ = unstructured.SetNestedMap(cq, o.preemption, "spec", "preemption")
-	}
-	e.create(ctx, kueueapi.ClusterQueues, cq)
-	e.create(ctx, kueueapi.LocalQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": e.f.Namespace},
-		"spec": map[string]any{"clusterQueue": name}})
 	framework.Eventually(ctx, func(g gomega.Gomega) {
 		cq, err := e.dyn.Resource(kueueapi.ClusterQueues).Get(ctx, name, metav1.GetOptions{})
 		g.Expect(err).NotTo(gomega.HaveOccurred())

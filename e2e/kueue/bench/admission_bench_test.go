@@ -179,36 +179,10 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 	ctx := context.Background()
 	cpu := resource.MustParse(jobCPU)
 	cpu.Mul(int64(2 * jobs * *podsFlag))
-	objs := []struct {
-		gvr schema.GroupVersionResource
-		obj map[string]any
-	}{
-		{kueue.ResourceFlavors, map[string]any{"kind": "ResourceFlavor", "metadata": map[string]any{"name": ns}}},
-		{kueue.ProvisioningRequestConfigs, map[string]any{"kind": "ProvisioningRequestConfig", "metadata": map[string]any{"name": ns},
-			"spec": map[string]any{"provisioningClassName": provv1.ClassCheckCapacity, "managedResources": []any{"cpu"}}}},
-		{kueue.AdmissionChecks, map[string]any{"kind": "AdmissionCheck", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
-			"controllerName": kueue.ProvisioningController,
-			"parameters":     map[string]any{"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": ns},
-		}}},
-		{kueue.ClusterQueues, map[string]any{"kind": "ClusterQueue", "metadata": map[string]any{"name": ns}, "spec": map[string]any{
-			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": ns}},
-			"resourceGroups": []any{map[string]any{
-				"coveredResources": []any{"cpu", "memory"},
-				"flavors": []any{map[string]any{"name": ns, "resources": []any{
-					map[string]any{"name": "cpu", "nominalQuota": cpu.String()},
-					map[string]any{"name": "memory", "nominalQuota": "100Ti"},
-				}}},
-			}},
-			"admissionChecksStrategy": map[string]any{"admissionChecks": []any{map[string]any{"name": ns}}},
-		}}},
-		{kueue.LocalQueues, map[string]any{"kind": "LocalQueue", "metadata": map[string]any{"name": localQueueName, "namespace": ns},
-			"spec": map[string]any{"clusterQueue": ns}}},
-	}
-	for _, o := range objs {
-		u := &unstructured.Unstructured{Object: o.obj}
-		u.SetAPIVersion(kueue.Resource("").GroupVersion().String())
-		if _, err := bc.dyn.Resource(o.gvr).Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-			b.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+	q := kueue.Queue{Name: ns, Namespace: ns, LocalQueue: localQueueName, Class: provv1.ClassCheckCapacity, CPU: cpu.String(), Memory: "100Ti"}
+	for _, o := range q.Objects() {
+		if _, err := bc.dyn.Resource(o.Resource).Namespace(o.GetNamespace()).Create(ctx, o.Unstructured, metav1.CreateOptions{}); err != nil {
+			b.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
