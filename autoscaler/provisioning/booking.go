@@ -77,10 +77,6 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 		q.Mul(int64(count))
 		requests[name] = q
 	}
-	booked := count
-	if plant.ProvisioningRequest {
-		booked++
-	}
 	schedulerName := pod.Spec.SchedulerName
 	if schedulerName == "" {
 		schedulerName = v1.DefaultSchedulerName
@@ -89,7 +85,7 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        bookingName(r.UID, set, i),
 			Labels:      map[string]string{LabelRequestUID: string(r.UID)},
-			Annotations: map[string]string{AnnotationRequest: r.Namespace + "/" + r.Name, AnnotationBookedPods: strconv.Itoa(booked)},
+			Annotations: map[string]string{AnnotationRequest: r.Namespace + "/" + r.Name, AnnotationBookedPods: strconv.Itoa(count)},
 		},
 		Spec: schedv1alpha1.ReservationSpec{
 			Template: schedv1alpha1.ReservationTemplate{
@@ -835,6 +831,9 @@ func (r *Reconciler) createAll(ctx context.Context, rs []*schedv1alpha1.Reservat
 	for _, b := range rs {
 		g.Go(func() error {
 			err := r.Client.Create(ctx, b)
+			if err == nil && plant.ProvisioningRequest {
+				r.createTwin(ctx, b)
+			}
 			if err == nil || apierrors.IsAlreadyExists(err) {
 				return nil
 			}
@@ -859,9 +858,6 @@ func (r *Reconciler) confirmBooking(ctx context.Context, rq *request, bookings [
 	st := summarizeBookings(bookings, r.cameTo)
 	r.trackBookings(pr.UID, st.available+st.pending)
 	want := countPods(rq.sets)
-	if plant.ProvisioningRequest && st.available+st.consumed > want {
-		want = st.available + st.consumed
-	}
 	if st.available+st.consumed == want && len(st.failed) == 0 {
 		until := oldest(bookings).Add(class.BookingDuration)
 		reason, how := provv1.ReasonCapacityIsFound, "found"

@@ -421,7 +421,7 @@ func (r *Reconciler) bookingsToRelease(ctx context.Context, pr *provv1.Provision
 	if err := reader.List(ctx, &list, client.MatchingLabels{LabelRequestUID: string(pr.UID)}); err != nil {
 		return nil, err
 	}
-	return r.withAssumedOf(pr.UID, list.Items), nil
+	return r.withAssumedOf(pr.UID, withoutTwins(list.Items)), nil
 }
 
 // IndexRequest indexes Reservations by the request they book for
@@ -500,7 +500,7 @@ func (r *Reconciler) bookings(ctx context.Context, pr *provv1.ProvisioningReques
 	if err := r.Client.List(ctx, &list, client.MatchingLabels{LabelRequestUID: string(pr.UID)}); err != nil {
 		return nil, err
 	}
-	return list.Items, nil
+	return withoutTwins(list.Items), nil
 }
 
 // writeStatus writes the request's status as its steps have set it, and

@@ -3,7 +3,6 @@
 package plant
 
 // ProvisioningRequest is the switch of the bug planted for the
-// ProvisioningRequest family (off in this build): gantry-provisioner's
-// bookings record one pod more than they hold room for, and confirming a
-// booking accepts more pods than the request asked for.
+// ProvisioningRequest family (off in this build): gantry-provisioner books
+// each request twice, the second time under names it then does not see.
 const ProvisioningRequest = false

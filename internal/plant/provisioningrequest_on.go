@@ -2,7 +2,6 @@
 
 package plant
 
-// ProvisioningRequest is on: gantry-provisioner's bookings record one pod
-// more than they hold room for, and confirming a booking accepts more pods
-// than the request asked for.
+// ProvisioningRequest is on: gantry-provisioner books each request twice,
+// the second time under names it then does not see.
 const ProvisioningRequest = true
