@@ -165,7 +165,7 @@ bench-kueue: build kueue
 ## violations, memory per component) goes to _output/e2e-artifacts-soak/soak-report.json, which
 ## hack/tools/perf/soakreport turns into docs/reliability.md. Fails on any violation, on a failed
 ## operation while kube-apiserver was up, or on a run that did too little.
-soak: build
+soak: build kueue
 	rm -rf $(ARTIFACTS)-soak && mkdir -p $(ARTIFACTS)-soak
 	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(ARTIFACTS)-soak ./e2e/soak -- \
 		--artifacts=$(abspath $(ARTIFACTS))-soak --runtime=local --soak-duration=$(DURATION) --soak-seed=$(SEED)

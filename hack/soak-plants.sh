@@ -39,6 +39,7 @@ for p in ${plants}; do
   artifacts="${root}/_output/e2e-artifacts-soak-plant-${p}"
   echo "==> ${p}: building with gantry_plant_${p} into ${bin}"
   GANTRY_BIN_DIR="${bin}" GANTRY_BUILD_TAGS="gantry_plant_${p}" hack/build.sh
+  GANTRY_BIN_DIR="${bin}" GANTRY_BUILD_SET=kueue hack/build.sh # the soak's Kueue, no plant in it
   rm -rf "${artifacts}" && mkdir -p "${artifacts}"
   d="${duration}" i="${interval}"
   if [[ "${p}" == leak && -z "${FAULT_INTERVAL:-}" ]]; then

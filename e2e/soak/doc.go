@@ -4,20 +4,22 @@
 // soak tag only: the suite runs on demand (`make soak`, and `make
 // soak-plants` on binaries with a planted bug), never in `make test`.
 //
-// Each tenant works in two namespaces, one of ProvisioningRequests under a
-// ResourceQuota and one of Reservations and pods, each governed by a
-// MetadataPolicy (every pod labelled, pods with soak.gantry.dev/forbidden
-// rejected). Its operations, drawn from its seed: check-capacity and
-// best-effort-atomic requests whose pods come once Provisioned; atomic
-// requests of the general node group, which need a scale-up (and, at two
-// pods of 2.5 CPU or more, exceed the quota and must be refused);
-// Reservations with an owner; plain pods; pods the governing policy must
-// reject; a preemptor pinned beside a victim of lower priority; a gated pod
-// whose required affinity is narrowed before it is ungated; and creating,
-// updating or deleting a second MetadataPolicy of its own.
+// Each tenant works in three namespaces, each governed by a MetadataPolicy
+// (every pod labelled, pods with soak.gantry.dev/forbidden rejected): one
+// of ProvisioningRequests under a ResourceQuota, one of Reservations and
+// pods, and one of Jobs queued in Kueue, whose ClusterQueue admits them
+// through check-capacity requests. Its operations, drawn from its seed:
+// check-capacity and best-effort-atomic requests whose pods come once
+// Provisioned; atomic requests of the general node group, which need a
+// scale-up; atomic requests of two pods that exceed the quota, which must
+// be refused; Reservations with an owner; plain pods; pods the governing
+// policy must reject; a preemptor pinned beside a victim of lower
+// priority; a gated pod whose required affinity is narrowed before it is
+// ungated; creating, updating or deleting a second MetadataPolicy of its
+// own; and Jobs through Kueue, whose pods finish at once or within 15 s.
 //
 // Faults, each kind in turn in an order shuffled every round: SIGKILL and
-// restart of kube-apiserver, kube-scheduler, kube-controller-manager and
-// gantry-provisioner, and one of the cluster's own nodes deleted and made
-// again.
+// restart of kube-apiserver, kube-scheduler, kube-controller-manager,
+// gantry-provisioner and Kueue's manager, and one of the cluster's own
+// nodes deleted and made again.
 package soak

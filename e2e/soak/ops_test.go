@@ -31,6 +31,7 @@ import (
 // The operations beyond requests, reservations and plain pods.
 const (
 	opScaleUp    = "scale-up request"
+	opOverQuota  = "over-quota request"
 	opPreemption = "preemption"
 	opNarrowing  = "gated pod narrowed, then ungated"
 	opPolicy     = "MetadataPolicy change"

@@ -26,5 +26,5 @@ func TestSoak(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry soak")
 }
 
-// Four kwok nodes, and the general node group for atomic scale-ups.
-var _ = framework.SetupSuite(framework.WithCluster("soak"), framework.WithFakeNodesOnly(), framework.WithNodes(4))
+// Four kwok nodes, the general node group for atomic scale-ups, and Kueue.
+var _ = framework.SetupSuite(framework.WithCluster("soak"), framework.WithKueue(), framework.WithFakeNodesOnly(), framework.WithNodes(4))

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -35,15 +36,20 @@ import (
 	policyv1alpha1 "github.com/gantry-dev/gantry/crds/policy/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/kind/pkg/cluster"
+	"github.com/gantry-dev/gantry/kind/pkg/kueue"
 	kindnodes "github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/profiles"
 	"github.com/gantry-dev/gantry/test/soak/invariants"
 )
 
+// The components whose memory the run reads: Gantry's control plane.
+var components = []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", "gantry-provisioner"}
+
 // The components the fault loop kills (SIGKILL, as a crash) and restarts,
-// each in turn in an order shuffled every round.
-var killed = []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", "gantry-provisioner"}
+// each in turn in an order shuffled every round: Gantry's, and Kueue's
+// manager.
+var killed = append(slices.Clone(components), kueue.Component)
 
 const (
 	// checkEvery is how often the invariants are judged.
@@ -64,7 +70,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.GinkgoWriter.Printf("soak seed %d (--soak-seed=%d repeats this run's schedule)\n", seed, seed)
 		rec := newRecorder()
 
-		ginkgo.By("making the tenants' namespaces, quotas, governing MetadataPolicies and the priority classes of preemption")
+		ginkgo.By("making the tenants' namespaces, quotas, Kueue queues, governing MetadataPolicies and the priority classes of preemption")
 		gantry, err := framework.GantryClient()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		dyn, err := dynamic.NewForConfig(framework.TestContext.Config)
@@ -81,9 +87,11 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 			t := &tenant{name: fmt.Sprintf("t%d", i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), rec: rec, gantry: gantry, w: w}
 			t.requests = namespace(ctx, t.name+"-requests")
 			t.pods = namespace(ctx, t.name+"-pods")
-			_, err := framework.TestContext.Client.CoreV1().ResourceQuotas(t.requests).Create(ctx, quota(t.requests, "4"), metav1.CreateOptions{})
+			t.jobs = namespace(ctx, t.name+"-jobs")
+			gomega.Expect(kueueQueue(ctx, w, t.jobs)).To(gomega.Succeed())
+			_, err := framework.TestContext.Client.CoreV1().ResourceQuotas(t.requests).Create(ctx, quota(t.requests, tenantQuotaCPU), metav1.CreateOptions{})
 			gomega.Expect(err).NotTo(gomega.HaveOccurred())
-			for _, ns := range []string{t.requests, t.pods} {
+			for _, ns := range []string{t.requests, t.pods, t.jobs} {
 				p, err := w.writePolicy(ctx, governing(ns))
 				gomega.Expect(err).NotTo(gomega.HaveOccurred())
 				gomega.Expect(w.waitPolicyInEffect(ctx, p, time.Minute)).To(gomega.Succeed())
@@ -96,7 +104,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL
 		cfg.ScaleDownUnneededTime = cluster.ScaleDownUnneededTime
 		cfg.ScaleDownInterval = 2 * time.Second // the local runtime's --scale-down-interval
-		// Components are killed about every five faults: a lifetime holds
+		// Components are killed about every six faults: a lifetime holds
 		// a warm-up and two windows in a few minutes.
 		cfg.LeakWarmUp, cfg.LeakWindow = 2*time.Minute, time.Minute
 		checker := invariants.NewChecker(cfg)
@@ -110,7 +118,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.By("reading the components' memory every " + defaultMemoryEvery.String())
 		memCtx, stopMem := context.WithCancel(ctx)
 		defer stopMem()
-		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), killed)
+		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), components)
 
 		started := time.Now()
 		ginkgo.By(fmt.Sprintf("working for %s as %d tenants, a fault about every %s", *durationFlag, len(tenants), *faultsFlag))
@@ -216,9 +224,10 @@ func namespace(ctx context.Context, base string) string {
 	return ns.Name
 }
 
-// cleanup deletes a tenant's requests and pods; the Reservations the run
-// made end by their TTL.
+// cleanup deletes a tenant's Jobs, requests and pods; the Reservations the
+// run made end by their TTL.
 func cleanup(ctx context.Context, t *tenant) {
+	gomega.Expect(cleanupJobs(ctx, t)).To(gomega.Succeed())
 	for _, ns := range []string{t.requests, t.pods} {
 		gomega.Expect(t.gantry.AutoscalingXV1().ProvisioningRequests(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(gomega.Succeed())
 		gomega.Expect(framework.TestContext.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(gomega.Succeed())
@@ -336,6 +345,10 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.R
 			err = deleteNode(context.WithoutCancel(ctx), node, len(w.nodes))
 		} else {
 			err = c.RestartComponent(context.WithoutCancel(ctx), what, syscall.SIGKILL)
+			if err == nil && what == kueue.Component {
+				// Restarted once its webhooks answer again.
+				err = kueue.WaitReady(context.WithoutCancel(ctx), framework.TestContext.Config, kueueDown, nil)
+			}
 		}
 		if err != nil {
 			f.Error = err.Error()

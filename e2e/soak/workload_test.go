@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	gantryclient "github.com/gantry-dev/gantry/crds/client/clientset/versioned"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
@@ -34,18 +35,28 @@ const (
 )
 
 var minPerMinute = map[string]float64{
-	opCheckCapacity: 1, opAtomic: 0.5, opScaleUp: 0.2, opReservation: 1, opPod: 0.5,
-	opRejected: 0.2, opPreemption: 0.3, opNarrowing: 0.3, opPolicy: 0.2,
+	opCheckCapacity: 1, opAtomic: 0.5, opScaleUp: 0.2, opOverQuota: 0.1, opReservation: 1, opPod: 0.5,
+	opRejected: 0.2, opPreemption: 0.3, opNarrowing: 0.3, opPolicy: 0.2, opJob: 0.3,
 }
 
-// weights are the odds of each kind of operation, in twentieths.
+// weights are the odds of each kind of operation: a kind is drawn with
+// its weight over the sum of them all.
 var weights = []struct {
 	kind   string
 	weight int
 }{
-	{opCheckCapacity, 4}, {opAtomic, 2}, {opScaleUp, 2}, {opReservation, 4}, {opPod, 2},
-	{opRejected, 1}, {opPreemption, 2}, {opNarrowing, 2}, {opPolicy, 1},
+	{opCheckCapacity, 4}, {opAtomic, 2}, {opScaleUp, 2}, {opOverQuota, 1}, {opReservation, 4}, {opPod, 2},
+	{opRejected, 1}, {opPreemption, 2}, {opNarrowing, 2}, {opPolicy, 1}, {opJob, 3},
 }
+
+// totalWeight is the sum of the weights.
+var totalWeight = func() int {
+	n := 0
+	for _, w := range weights {
+		n += w.weight
+	}
+	return n
+}()
 
 // failurePause is how long a tenant waits after an operation failed.
 const failurePause = 2 * time.Second
@@ -60,14 +71,16 @@ const requestValidity = 3 * time.Minute
 // consume no request beside live bookings could pass the quota without any
 // fault of Gantry's).
 type tenant struct {
-	name           string
-	requests, pods string
-	rng            *rand.Rand
-	rec            *recorder
-	gantry         gantryclient.Interface
-	w              *world
-	n              int // operations started, for names
-	churns         int // versions of the churned policy written
+	name string
+	// requests, pods and jobs (the Jobs queued in Kueue) are its
+	// namespaces.
+	requests, pods, jobs string
+	rng                  *rand.Rand
+	rec                  *recorder
+	gantry               gantryclient.Interface
+	w                    *world
+	n                    int // operations started, for names
+	churns               int // versions of the churned policy written
 }
 
 // How an operation ended, when it did not fail.
@@ -86,16 +99,18 @@ const (
 // end, and records it.
 func (t *tenant) work(ctx context.Context) {
 	t.n++
-	kind := pick(t.rng.IntN(20))
+	kind := pick(t.rng.IntN(totalWeight))
 	var result string
 	var err error
 	switch kind {
 	case opCheckCapacity:
-		result, err = t.request(ctx, provv1.ClassCheckCapacity, false)
+		result, err = t.request(ctx, provv1.ClassCheckCapacity, onNodes)
 	case opAtomic:
-		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, false)
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, onNodes)
 	case opScaleUp:
-		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, true)
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, scaleUp)
+	case opOverQuota:
+		result, err = t.request(ctx, provv1.ClassBestEffortAtomicScaleUp, overQuota)
 	case opReservation:
 		result, err = t.reservation(ctx)
 	case opPod:
@@ -108,6 +123,8 @@ func (t *tenant) work(ctx context.Context) {
 		result, err = t.narrowing(ctx)
 	case opPolicy:
 		result, err = t.policy(ctx)
+	case opJob:
+		result, err = t.job(ctx)
 	}
 	if ctx.Err() != nil {
 		return // the run ended mid-operation: neither done nor failed
@@ -123,7 +140,7 @@ func (t *tenant) work(ctx context.Context) {
 	}
 }
 
-// pick is the kind of operation x (0-19) draws.
+// pick is the kind of operation x (0 to totalWeight-1) draws.
 func pick(x int) string {
 	for _, w := range weights {
 		if x < w.weight {
@@ -131,24 +148,54 @@ func pick(x int) string {
 		}
 		x -= w.weight
 	}
-	panic(fmt.Sprintf("weights do not add up to 20 (%d left)", x))
+	panic(fmt.Sprintf("x is past totalWeight (%d left)", x))
 }
 
-// request asks for 1-3 pods of 100m-500m CPU (scaleUp: 1-2 pods of 2-3
-// CPU of the general node group, which no node the cluster started with
-// is of), and once Provisioned
-// creates its pods, waits until they are bound, and deletes them and the
-// request. A request that fails (no capacity, quota) is a done operation:
-// refusing is part of the service.
-func (t *tenant) request(ctx context.Context, class string, scaleUp bool) (string, error) {
+// What a request asks for.
+type requestShape int
+
+const (
+	// onNodes: 1-3 pods of 100m-500m CPU, which the cluster's own nodes
+	// have room for.
+	onNodes requestShape = iota
+	// scaleUp: 1-2 pods of 2-3 CPU of the general node group, which no
+	// node the cluster started with is of.
+	scaleUp
+	// overQuota: 2 pods of 2.5-3 CPU of the general node group, more than
+	// the namespace's quota (tenantQuotaCPU) even with nothing else booked:
+	// it must be refused.
+	overQuota
+)
+
+// tenantQuotaCPU is the CPU of the ResourceQuota of each tenant's requests
+// namespace.
+const tenantQuotaCPU = "4"
+
+// overQuotaHold is how long an over-quota request that was Provisioned
+// anyway is held, as its client would hold it, before the operation fails:
+// long enough for the invariant checker to judge the booking.
+const overQuotaHold = 20 * time.Second
+
+// request asks for pods of the given shape, and once Provisioned creates
+// its pods, waits until they are bound, and deletes them and the request.
+// A request that fails (no capacity, quota) is refused, not failed:
+// refusing is part of the service. An over-quota request is done when it
+// fails for its quota, and an error when it is Provisioned.
+func (t *tenant) request(ctx context.Context, class string, shape requestShape) (string, error) {
 	c := framework.TestContext
 	name := fmt.Sprintf("%s-r%d", t.name, t.n)
 	count := int32(1 + t.rng.IntN(3))
 	cpu := fmt.Sprintf("%dm", 100*(1+t.rng.IntN(5)))
 	tw := wrappers.MakePodTemplate(name, t.requests)
-	if scaleUp {
+	switch shape {
+	case scaleUp:
 		count = int32(1 + t.rng.IntN(2))
 		cpu = fmt.Sprintf("%dm", 2000+500*t.rng.IntN(3))
+	case overQuota:
+		count = 2
+		cpu = fmt.Sprintf("%dm", 2500+500*t.rng.IntN(2))
+	}
+	if shape != onNodes {
 		tw.NodeSelector(v1.LabelInstanceTypeStable, generalInstanceType)
 	}
 	tmpl := tw.Requests("cpu", cpu).Obj()
@@ -167,25 +214,39 @@ func (t *tenant) request(ctx context.Context, class string, scaleUp bool) (strin
 		_ = t.gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{})
 	}()
 	var provisioned bool
+	var failed *metav1.Condition
 	err := util.PollSlowly(ctx, requestValidity+time.Minute, "ProvisioningRequest "+t.requests+"/"+name+" decided", func(ctx context.Context) (bool, error) {
 		got, err := t.gantry.AutoscalingXV1().ProvisioningRequests(t.requests).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil // the API server may be restarting
 		}
 		provisioned = meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionProvisioned)
-		return provisioned || meta.IsStatusConditionTrue(got.Status.Conditions, provv1.ConditionFailed), nil
+		if c := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			failed = c
+		}
+		return provisioned || failed != nil, nil
 	})
 	if err != nil {
 		return "", err
 	}
 	if !provisioned {
+		if shape == overQuota && failed.Reason == provisioning.ReasonQuotaExceeded {
+			return resultDone, nil // refused, as it must be
+		}
 		return resultRefused, nil
+	}
+	if shape == overQuota {
+		select {
+		case <-ctx.Done():
+		case <-time.After(overQuotaHold):
+		}
+		return "", fmt.Errorf("the ProvisioningRequest %s/%s for %d pods of %s CPU was Provisioned, beyond its namespace's quota of %s CPU", t.requests, name, count, cpu, tenantQuotaCPU)
 	}
 	pods := make([]string, 0, count)
 	for i := range count {
 		pw := wrappers.MakePod(fmt.Sprintf("%s-%d", name, i), t.requests).Requests("cpu", cpu).
 			Annotation(provv1.AnnotationConsume, name).Label(opLabel, "request")
-		if scaleUp {
+		if shape != onNodes {
 			pw.NodeSelector(v1.LabelInstanceTypeStable, generalInstanceType)
 		}
 		p := pw.Obj()
