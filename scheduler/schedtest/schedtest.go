@@ -8,17 +8,9 @@ package schedtest
 import (
 	"context"
 	"fmt"
-	"maps"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/component-base/configz"
-	"k8s.io/klog/v2"
 	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
@@ -37,6 +28,7 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/app"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/profiles"
+	"github.com/gantry-dev/gantry/test/faultproxy"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 )
 
@@ -190,131 +182,14 @@ func (s *Scheduler) Stop() {
 	<-s.done
 }
 
-// Faults is a reverse proxy to kube-apiserver that can fail or delay
-// requests, and counts them. It serves anyone on loopback as the cluster
-// admin.
-type Faults struct {
-	srv *httptest.Server
-
-	mu     sync.Mutex
-	rules  []rule
-	counts map[string]int
-	first  map[string]time.Time // when a request of "method path" first arrived
-}
-
-type rule struct {
-	method, pathPart string
-	status           int
-	delay            time.Duration
-}
+// Faults is the fault proxy between the scheduler and kube-apiserver.
+type Faults = faultproxy.Proxy
 
 func newFaults(t testing.TB, target *rest.Config) *Faults {
-	u, err := url.Parse(target.Host)
+	f, err := faultproxy.New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	// The proxy ends the client's TLS connection, so it presents the
-	// admin's client certificate to kube-apiserver itself.
-	if proxy.Transport, err = rest.TransportFor(target); err != nil {
-		t.Fatal(err)
-	}
-	// A client that goes away (a scheduler stopping, its watches cancelled)
-	// is no proxy error; the default handler would log each one to stderr,
-	// into the middle of benchmark result lines.
-	proxy.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
-		if r.Context().Err() != nil {
-			return
-		}
-		klog.Background().Error(err, "Proxying to kube-apiserver", "method", r.Method, "path", r.URL.Path)
-		w.WriteHeader(http.StatusBadGateway)
-	}
-	f := &Faults{counts: map[string]int{}, first: map[string]time.Time{}}
-	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived := time.Now()
-		f.mu.Lock()
-		k := r.Method + " " + r.URL.Path
-		if f.counts[k]++; f.counts[k] == 1 {
-			f.first[k] = arrived
-		}
-		var match *rule
-		for i := range f.rules {
-			if f.rules[i].method == r.Method && strings.Contains(r.URL.Path, f.rules[i].pathPart) {
-				match = &f.rules[i]
-				break
-			}
-		}
-		f.mu.Unlock()
-		if match != nil {
-			if match.delay > 0 {
-				select {
-				case <-time.After(match.delay):
-				case <-r.Context().Done():
-					return
-				}
-			}
-			if match.status != 0 {
-				http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected fault","code":`+fmt.Sprint(match.status)+`}`, match.status)
-				return
-			}
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	// HTTP/2, as kube-apiserver serves it, so the scheduler's requests share
-	// one connection as they would in a cluster. Over HTTP/1.1 a client keeps
-	// at most 25 idle connections: every burst of more concurrent requests
-	// (bindings, events, status writes) opened and closed connections, and
-	// their TLS handshakes took 15-22% of the process's CPU in
-	// BenchmarkReservationCost (scheduler/bench).
-	f.srv.EnableHTTP2 = true
-	f.srv.StartTLS()
-	t.Cleanup(f.srv.Close)
+	t.Cleanup(f.Close)
 	return f
-}
-
-// URL is the proxy's address.
-func (f *Faults) URL() string { return f.srv.URL }
-
-// Fail makes requests of method whose path contains part fail with status.
-func (f *Faults) Fail(method, part string, status int) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rules = append(f.rules, rule{method: method, pathPart: part, status: status})
-}
-
-// Delay makes requests of method whose path contains part wait d first.
-func (f *Faults) Delay(method, part string, d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rules = append(f.rules, rule{method: method, pathPart: part, delay: d})
-}
-
-// Clear removes every rule.
-func (f *Faults) Clear() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rules = nil
-}
-
-// Count is how many requests of method to exactly path the proxy saw.
-func (f *Faults) Count(method, path string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.counts[method+" "+path]
-}
-
-// First is when a request of method to exactly path first reached the
-// proxy, if one did.
-func (f *Faults) First(method, path string) (time.Time, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t, ok := f.first[method+" "+path]
-	return t, ok
-}
-
-// Counts is how many requests the proxy has seen so far, by "method path".
-func (f *Faults) Counts() map[string]int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return maps.Clone(f.counts)
 }
