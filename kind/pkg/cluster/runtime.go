@@ -164,3 +164,14 @@ type Listener struct {
 	// Address is the local address, host:port.
 	Address string
 }
+
+// ComponentRouter is implemented by runtimes that can send the control
+// plane's clients of kube-apiserver through another server: a fault proxy
+// (test/faultproxy), for the soak test.
+type ComponentRouter interface {
+	// RouteComponents makes the components that are clients of
+	// kube-apiserver reach it through server, whose certificate they then
+	// do not verify, and restarts them; server "" routes them straight to
+	// kube-apiserver again. It returns the components it restarted.
+	RouteComponents(ctx context.Context, server string) ([]string, error)
+}

@@ -316,7 +316,7 @@ func (r *Runtime) Delete(ctx context.Context) error {
 		}
 		// kwokctl removes the cluster's context from the kubeconfig it is
 		// given; give it its own, which goes away with the cluster.
-		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", filepath.Join(r.clusterDir(), "kubeconfig.yaml")); err != nil {
+		if err := r.kwokctl(ctx, "delete", "cluster", "--kubeconfig", r.componentsKubeconfig()); err != nil {
 			return err
 		}
 	}
@@ -331,9 +331,14 @@ func (r *Runtime) Delete(ctx context.Context) error {
 	return nil
 }
 
-// publishKubeconfig copies kwokctl's admin kubeconfig to the documented path.
+// publishKubeconfig copies kwokctl's admin kubeconfig to the documented
+// path: as kwokctl wrote it, also while the components are routed through
+// another server (RouteComponents).
 func (r *Runtime) publishKubeconfig() error {
-	data, err := os.ReadFile(filepath.Join(r.clusterDir(), "kubeconfig.yaml"))
+	data, err := os.ReadFile(r.directKubeconfig())
+	if errors.Is(err, os.ErrNotExist) {
+		data, err = os.ReadFile(r.componentsKubeconfig())
+	}
 	if err != nil {
 		return fmt.Errorf("kwokctl wrote no kubeconfig: %w", err)
 	}
