@@ -159,8 +159,9 @@ bench-kueue: build kueue
 	$(if $(DOC),go test -tags kueue_bench ./e2e/kueue/bench -run TestWriteDoc -count 1 -args \
 		-results=$(abspath _output/bench-kueue) -doc=$(abspath docs/performance-kueue.md))
 
-## soak: Gantry on a local cluster of its own under mixed tenant work for DURATION while its
-## components are killed and restarted and nodes deleted (SEED= repeats a schedule);
+## soak: Gantry and Kueue on a local cluster of its own under mixed tenant work for DURATION while
+## their components are killed and restarted, their API requests failed and delayed, and nodes
+## deleted (SEED= repeats a schedule);
 ## test/soak/invariants judges the cluster throughout, and the report (operations, faults, checks,
 ## violations, memory per component) goes to _output/e2e-artifacts-soak/soak-report.json, which
 ## hack/tools/perf/soakreport turns into docs/reliability.md. Fails on any violation, on a failed

@@ -20,6 +20,8 @@
 //
 // Faults, each kind in turn in an order shuffled every round: SIGKILL and
 // restart of kube-apiserver, kube-scheduler, kube-controller-manager,
-// gantry-provisioner and Kueue's manager, and one of the cluster's own
-// nodes deleted and made again.
+// gantry-provisioner and Kueue's manager; one of the cluster's own nodes
+// deleted and made again; and, for 15 s, one component's requests to
+// kube-apiserver failed (one in three) and delayed (the others) at a fault
+// proxy (test/faultproxy) that the run routes every component through.
 package soak

@@ -30,7 +30,9 @@ type fault struct {
 	Component string        `json:"component"`
 	At        time.Time     `json:"at"`
 	Took      time.Duration `json:"took"`
-	Error     string        `json:"error,omitempty"`
+	// Injected is how many requests an API fault failed or delayed.
+	Injected int    `json:"injected,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // keptErrors is how many errors of a kind the report keeps.
@@ -259,6 +261,9 @@ func (rep *report) String() string {
 	b.WriteString("\n")
 	for _, f := range rep.Faults {
 		fmt.Fprintf(&b, "  %s %s at %s (%s)", f.Kind, f.Component, f.At.UTC().Format(time.RFC3339), f.Took.Round(100*time.Millisecond))
+		if f.Injected > 0 {
+			fmt.Fprintf(&b, ", %d requests failed or delayed", f.Injected)
+		}
 		if f.Error != "" {
 			fmt.Fprintf(&b, ": %s", f.Error)
 		}

@@ -40,6 +40,7 @@ import (
 	kindnodes "github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
 	"github.com/gantry-dev/gantry/scheduler/profiles"
+	"github.com/gantry-dev/gantry/test/faultproxy"
 	"github.com/gantry-dev/gantry/test/soak/invariants"
 )
 
@@ -115,6 +116,9 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 			}
 		}
 
+		ginkgo.By("routing the components' requests to kube-apiserver through the fault proxy")
+		proxy := routeThroughProxy(ctx, local)
+
 		ginkgo.By("reading the components' memory every " + defaultMemoryEvery.String())
 		memCtx, stopMem := context.WithCancel(ctx)
 		defer stopMem()
@@ -132,7 +136,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 				}
 			})
 		}
-		wg.Go(func() { injectFaults(work, local, w, rand.New(rand.NewPCG(seed, 0)), rec) })
+		wg.Go(func() { injectFaults(work, local, proxy, w, rand.New(rand.NewPCG(seed, 0)), rec) })
 		ticker := time.NewTicker(checkEvery)
 		for work.Err() == nil {
 			select {
@@ -156,7 +160,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		stopMem()
 		mem.wait()
 
-		rep := rec.report(seed, started, ran, len(tenants), checker, faultKinds())
+		rep := rec.report(seed, started, ran, len(tenants), checker, faultKinds(proxy != nil))
 		rep.Shape = "local"
 		rep.judgeMemory(mem, checker, cfg)
 		ginkgo.GinkgoWriter.Print(rep.String())
@@ -307,21 +311,69 @@ const (
 	nodeGone  = 20 * time.Second
 )
 
-// faultKinds names the faults injectFaults injects.
-func faultKinds() []string {
-	out := make([]string, 0, len(killed)+1)
+// apiFault is the fault that, for apiFaultWindow, fails one request in
+// three of a component's to kube-apiserver (500, 503 or 429) and delays the
+// others (0.2-1 s), at the fault proxy: each of apiFaultTargets in turn.
+const (
+	apiFault       = "API errors and latency"
+	apiFaultWindow = 15 * time.Second
+)
+
+// apiFaultTargets are the components the fault proxy stands before, by the
+// product of their User-Agent.
+var apiFaultTargets = []string{"kube-scheduler", "gantry-provisioner", "kube-controller-manager", kueue.Component}
+
+// faultKinds names the faults injectFaults injects: the API fault only
+// with a proxy.
+func faultKinds(withProxy bool) []string {
+	out := make([]string, 0, len(killed)+2)
 	for _, c := range killed {
 		out = append(out, "kill -9 "+c)
 	}
-	return append(out, nodeFault)
+	out = append(out, nodeFault)
+	if withProxy {
+		out = append(out, apiFault)
+	}
+	return out
+}
+
+// routeThroughProxy starts a fault proxy to kube-apiserver and routes the
+// cluster's components through it (restarting them), until the spec ends;
+// it waits until every one of apiFaultTargets has been seen at the proxy.
+// nil when the runtime cannot route its components.
+func routeThroughProxy(ctx context.Context, c *cluster.Cluster) *faultproxy.Proxy {
+	ginkgo.GinkgoHelper()
+	router, ok := c.Runtime().(cluster.ComponentRouter)
+	if !ok {
+		ginkgo.GinkgoWriter.Printf("runtime %s cannot route its components: no fault proxy, no %q faults\n", c.Runtime().Name(), apiFault)
+		return nil
+	}
+	proxy, err := faultproxy.New(framework.TestContext.Config)
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.DeferCleanup(func(ctx context.Context) error {
+		defer proxy.Close()
+		_, err := router.RouteComponents(ctx, "")
+		return err
+	})
+	restarted, err := router.RouteComponents(ctx, proxy.URL())
+	gomega.Expect(err).NotTo(gomega.HaveOccurred())
+	ginkgo.GinkgoWriter.Printf("fault proxy at %s; restarted onto it: %v\n", proxy.URL(), restarted)
+	gomega.Eventually(ctx, func(g gomega.Gomega) {
+		seen := proxy.Agents()
+		for _, t := range apiFaultTargets {
+			g.Expect(seen).To(gomega.HaveKey(t), "no request of %s has reached the fault proxy", t)
+		}
+	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(gomega.Succeed())
+	return proxy
 }
 
 // injectFaults injects a fault every interval (drawn between half and one
 // and a half of --soak-fault-interval) until ctx ends, going through the
 // kinds in an order shuffled every round: each component killed and
-// restarted, and a node deleted and made again.
-func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.Rand, rec *recorder) {
-	var order []string
+// restarted, a node deleted and made again, and (with a proxy) one
+// component's requests failed and delayed.
+func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Proxy, w *world, rng *rand.Rand, rec *recorder) {
+	var order, targets []string
 	for {
 		wait := time.Duration(float64(*faultsFlag) * (0.5 + rng.Float64()))
 		select {
@@ -332,6 +384,9 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.R
 		if len(order) == 0 {
 			order = append(order, killed...)
 			order = append(order, nodeFault)
+			if proxy != nil {
+				order = append(order, apiFault)
+			}
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		what := order[0]
@@ -339,11 +394,23 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.R
 		f := fault{Kind: "kill -9 " + what, Component: what, At: time.Now()}
 		// A fault is not cut short by the end of the run.
 		var err error
-		if what == nodeFault {
+		switch what {
+		case nodeFault:
 			node := w.nodes[rng.IntN(len(w.nodes))].Name
 			f.Kind, f.Component = nodeFault, node
 			err = deleteNode(context.WithoutCancel(ctx), node, len(w.nodes))
-		} else {
+		case apiFault:
+			if len(targets) == 0 {
+				targets = slices.Clone(apiFaultTargets)
+				rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
+			}
+			f.Kind, f.Component = apiFault, targets[0]
+			targets = targets[1:]
+			f.Injected = faultAPI(proxy, f.Component, rng)
+			if f.Injected == 0 {
+				err = fmt.Errorf("no request of %s reached the fault proxy in %s", f.Component, apiFaultWindow)
+			}
+		default:
 			err = c.RestartComponent(context.WithoutCancel(ctx), what, syscall.SIGKILL)
 			if err == nil && what == kueue.Component {
 				// Restarted once its webhooks answer again.
@@ -355,8 +422,26 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, w *world, rng *rand.R
 		}
 		f.Took = time.Since(f.At)
 		ginkgo.GinkgoWriter.Printf("fault: %s %s at %s (%s) %s\n", f.Kind, f.Component, f.At.UTC().Format(time.RFC3339), f.Took.Round(100*time.Millisecond), f.Error)
+		if f.Injected > 0 {
+			ginkgo.GinkgoWriter.Printf("fault: %d requests of %s failed or delayed\n", f.Injected, f.Component)
+		}
 		rec.fault(f)
 	}
+}
+
+// faultAPI fails one in three of component's requests to kube-apiserver,
+// with a status drawn from 500, 503 and 429, and delays the others by a
+// time drawn from 0.2-1 s, for apiFaultWindow; it returns how many
+// requests it failed or delayed.
+func faultAPI(proxy *faultproxy.Proxy, component string, rng *rand.Rand) int {
+	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
+	agent := component + "/"
+	before := proxy.Injected()
+	proxy.Add(faultproxy.Rule{UserAgent: agent, Every: 3, Status: statuses[rng.IntN(len(statuses))]})
+	proxy.Add(faultproxy.Rule{UserAgent: agent, Delay: time.Duration(200+rng.IntN(800)) * time.Millisecond})
+	time.Sleep(apiFaultWindow)
+	proxy.Clear()
+	return proxy.Injected() - before
 }
 
 // deleteNode deletes one of the cluster's own nodes, as a node lost, and
