@@ -119,6 +119,8 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.By("routing the components' requests to kube-apiserver through the fault proxy")
 		proxy := routeThroughProxy(ctx, local)
 
+		gomega.Expect(verboseScheduler(ctx)).To(gomega.Succeed())
+
 		ginkgo.By("reading the components' memory every " + defaultMemoryEvery.String())
 		memCtx, stopMem := context.WithCancel(ctx)
 		defer stopMem()
@@ -412,9 +414,13 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Pro
 			}
 		default:
 			err = c.RestartComponent(context.WithoutCancel(ctx), what, syscall.SIGKILL)
-			if err == nil && what == kueue.Component {
+			switch {
+			case err != nil:
+			case what == kueue.Component:
 				// Restarted once its webhooks answer again.
 				err = kueue.WaitReady(context.WithoutCancel(ctx), framework.TestContext.Config, kueueDown, nil)
+			case what == framework.SchedulerComponent:
+				err = verboseScheduler(context.WithoutCancel(ctx))
 			}
 		}
 		if err != nil {
@@ -427,6 +433,17 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Pro
 		}
 		rec.fault(f)
 	}
+}
+
+// verboseScheduler raises kube-scheduler's log verbosity to 2, for the run
+// (a restart lowers it again): its log then shows each preemption (node,
+// victims, result) and binding, which a violation of the Preemption family
+// is read against.
+func verboseScheduler(ctx context.Context) error {
+	return retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error {
+		_, err := framework.SchedulerPut(ctx, "/debug/flags/v", "2")
+		return err
+	})
 }
 
 // faultAPI fails one in three of component's requests to kube-apiserver,

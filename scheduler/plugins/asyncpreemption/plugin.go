@@ -169,7 +169,7 @@ func (pl *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.
 	if best == nil || best.Name() == "" {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "preemption: no candidate node")
 	}
-	logger.V(2).Info("Preempting", "pod", klog.KObj(pod), "node", best.Name(), "victims", len(best.Victims().Pods))
+	logger.V(2).Info("Preempting", "pod", klog.KObj(pod), "node", best.Name(), "victims", klog.KObjSlice(best.Victims().Pods))
 	pl.exec.start(pod, best.Name(), best.Victims().Pods)
 	return framework.NewPostFilterResultWithNominatedNode(best.Name()), fwk.NewStatus(fwk.Success)
 }
