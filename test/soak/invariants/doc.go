@@ -81,11 +81,12 @@
 // Preemption (preemption.go). A pod nominated to a node
 // (status.nominatedNodeName), unbound, neither being deleted, gated nor
 // finished, is bound or loses that nomination within PreemptionLimit of
-// when the checker first saw it nominated there: AsyncPreemption's
-// preemptionTimeout, its longest backoff after a failed preemption and
-// its wait for the victims to leave the scheduler's cache, plus Grace;
-// victims' termination grace periods count against Grace, so the soak
-// workload's pods end within it (PreemptorStuck). From the scheduler's view
+// when the checker first saw it nominated there, or of when that node last
+// had a terminating pod of lower priority (a victim stays until its
+// kubelet has stopped it, and the preemptor waits, as upstream's does):
+// AsyncPreemption's preemptionTimeout, its longest backoff after a failed
+// preemption and its wait for the victims to leave the scheduler's cache,
+// plus Grace (PreemptorStuck). From the scheduler's view
 // of each node (Snapshot.SchedulerNodes; nothing of it is judged while it
 // was not read), each for longer than Grace: its nominator holds no pod
 // that is gone from the API, nor a Reservation that is gone or no longer

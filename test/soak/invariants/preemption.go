@@ -5,6 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
@@ -62,15 +63,23 @@ func (c *Checker) checkPreemption(ix *index) []Violation {
 // elsewhere or clears the nomination (PostFilter), or it fails, and clears
 // the nomination before the preemptor retries after its backoff (finish,
 // clearNomination). Either way the nomination to that node ends within
-// PreemptionLimit of when the checker first saw it.
+// PreemptionLimit of when the checker first saw it, or of when the node
+// last had a terminating pod of lower priority: a victim with a grace
+// period stays until its kubelet has stopped it, and the preemptor waits
+// for it, as upstream's does (PodEligibleToPreemptOthers), however long
+// that takes.
 func (c *Checker) preemptorStuck(ix *index, p *v1.Pod) []Violation {
 	node := p.Status.NominatedNodeName
 	if node == "" || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || len(p.Spec.SchedulingGates) > 0 || terminalPod(p) {
 		return nil
 	}
 	c.checks[FamilyPreemption]++
+	key := "nominated/" + string(p.UID) + "/" + node
+	if terminatingBelow(ix, p, node) {
+		return nil // the clock, untouched, starts again once they are gone
+	}
 	now := ix.now
-	since := c.since("nominated/"+string(p.UID)+"/"+node, now)
+	since := c.since(key, now)
 	limit := since.Add(c.cfg.PreemptionLimit)
 	if !now.After(limit) {
 		return nil
@@ -85,6 +94,18 @@ func (c *Checker) preemptorStuck(ix *index, p *v1.Pod) []Violation {
 		Message: fmt.Sprintf("%s has been nominated to %s since %s (as first seen) and at %s is still neither bound nor rid of the nomination; a preemption ends, bound or cleared, within %s (preemption timeout, longest backoff, victims leaving the cache, plus grace), so by %s: %s past the limit",
 			podRef(p), n, stamp(since), stamp(now), c.cfg.PreemptionLimit, stamp(limit), span(now.Sub(limit))),
 	})
+}
+
+// terminatingBelow reports whether node has a pod being deleted whose
+// priority is below p's: one p may be waiting for, as its victim.
+func terminatingBelow(ix *index, p *v1.Pod, node string) bool {
+	prio := ptr.Deref(p.Spec.Priority, 0)
+	for _, q := range ix.podsOnNode[node] {
+		if q.DeletionTimestamp != nil && q.UID != p.UID && ptr.Deref(q.Spec.Priority, 0) < prio {
+			return true
+		}
+	}
+	return false
 }
 
 // schedulerHolds judges one pod of a scheduler's node view: nominated

@@ -30,6 +30,17 @@ func reservePod(r *schedv1alpha1.Reservation) frameworkext.NodeViewPod {
 func TestPreemptorStuck(t *testing.T) {
 	const ns = "team"
 	nominated := func(node string) *v1.Pod { return pod(ns, "p", "1", "").NominatedNodeName(node).Obj() }
+	nominatedHigh := func(node string) *v1.Pod {
+		return pod(ns, "p", "1", "").NominatedNodeName(node).Priority(1000).Obj()
+	}
+	// victim is a pod of priority 0 on n1, terminating or not.
+	victim := func(terminating bool) *v1.Pod {
+		v := pod(ns, "v", "1", "n1").Obj()
+		if terminating {
+			v.DeletionTimestamp = &metav1.Time{Time: at(30 * time.Second)}
+		}
+		return v
+	}
 	deleting := pod(ns, "p", "1", "").NominatedNodeName("n1").Obj()
 	deleting.DeletionTimestamp = &metav1.Time{Time: at(0)}
 	// The defaults give a preemption 75s: timeout 30s, backoff 10s,
@@ -60,6 +71,29 @@ func TestPreemptorStuck(t *testing.T) {
 		},
 		"the nomination cleared between": {
 			steps: []step{{0, []any{nominated("n1")}}, {time.Minute, []any{pod(ns, "p", "1", "").Obj()}}, {time.Minute + limit, []any{nominated("n1")}}},
+		},
+		"waiting for a victim that terminates: the clock starts once it is gone": {
+			steps: []step{
+				{0, []any{node("n1", "4"), nominatedHigh("n1"), victim(true)}},
+				{time.Hour, []any{node("n1", "4"), nominatedHigh("n1"), victim(true)}},
+				{time.Hour + limit, []any{node("n1", "4"), nominatedHigh("n1")}},
+			},
+		},
+		"past the limit after the terminating victim is gone": {
+			steps: []step{
+				{0, []any{node("n1", "4"), nominatedHigh("n1"), victim(true)}},
+				{time.Hour, []any{node("n1", "4"), nominatedHigh("n1")}},
+				{time.Hour + limit + time.Second, []any{node("n1", "4"), nominatedHigh("n1")}},
+			},
+			want: []want{{InvariantPreemptorStuck, []string{"nominated to Node n1 since 2026-03-01T13:00:00Z"}}},
+		},
+		"a victim not terminating does not hold the clock": {
+			steps: []step{{0, []any{node("n1", "4"), nominatedHigh("n1"), victim(false)}}, {limit + time.Second, []any{node("n1", "4"), nominatedHigh("n1"), victim(false)}}},
+			want:  []want{{InvariantPreemptorStuck, []string{"nominated to Node n1 since 2026-03-01T12:00:00Z"}}},
+		},
+		"a terminating pod of equal priority does not hold the clock": {
+			steps: []step{{0, []any{node("n1", "4"), nominated("n1"), victim(true)}}, {limit + time.Second, []any{node("n1", "4"), nominated("n1"), victim(true)}}},
+			want:  []want{{InvariantPreemptorStuck, []string{"nominated to Node n1 since 2026-03-01T12:00:00Z"}}},
 		},
 		"gated": {
 			steps: []step{{0, []any{pod(ns, "p", "1", "").NominatedNodeName("n1").Gated("g").Obj()}}, {time.Hour, []any{pod(ns, "p", "1", "").NominatedNodeName("n1").Gated("g").Obj()}}},
