@@ -34,9 +34,9 @@ type Rule struct {
 	UserAgent string
 	// Every, above 1, makes the rule take only every Every-th request it
 	// matches.
-	Every int
+	Every  int
 	Status int
-	Delay time.Duration
+	Delay  time.Duration
 
 	seen int
 }
