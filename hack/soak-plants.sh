@@ -41,6 +41,9 @@ for p in ${plants}; do
   GANTRY_BIN_DIR="${bin}" GANTRY_BUILD_TAGS="gantry_plant_${p}" hack/build.sh
   GANTRY_BIN_DIR="${bin}" GANTRY_BUILD_SET=kueue hack/build.sh # the soak's Kueue, no plant in it
   rm -rf "${artifacts}" && mkdir -p "${artifacts}"
+  # The suite reuses a soak cluster that still runs (one a killed run left),
+  # whatever binaries it runs: remove it, so that this run's are the plant's.
+  "${bin}/gantry-cluster" down --name soak --workdir "${root}/_output/cluster-soak" --kubeconfig "${root}/_output/kubeconfig-soak"
   d="${duration}" i="${interval}"
   if [[ "${p}" == leak && -z "${FAULT_INTERVAL:-}" ]]; then
     # The Leak family judges a process lifetime that holds a warm-up and
