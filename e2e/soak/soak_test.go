@@ -105,7 +105,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL
 		cfg.ScaleDownUnneededTime = cluster.ScaleDownUnneededTime
 		cfg.ScaleDownInterval = 2 * time.Second // the local runtime's --scale-down-interval
-		// Components are killed about every six faults: a lifetime holds
+		// Components are killed about every seven faults: a lifetime holds
 		// a warm-up and two windows in a few minutes.
 		cfg.LeakWarmUp, cfg.LeakWindow = 2*time.Minute, time.Minute
 		checker := invariants.NewChecker(cfg)
