@@ -112,7 +112,7 @@ func (e *env) queue(ctx context.Context, o queueOptions) {
 	framework.Eventually(ctx, func(g gomega.Gomega) {
 		cq, err := e.dyn.Resource(kueueapi.ClusterQueues).Get(ctx, name, metav1.GetOptions{})
 		g.Expect(err).NotTo(gomega.HaveOccurred())
-		g.Expect(conditionStatus(cq, "Active")).To(gomega.Equal("True"), "ClusterQueue %s not active: %v", name, cq.Object["status"])
+		g.Expect(kueueapi.ConditionStatus(cq, "Active")).To(gomega.Equal("True"), "ClusterQueue %s not active: %v", name, cq.Object["status"])
 	}).Should(gomega.Succeed())
 }
 
@@ -127,18 +127,6 @@ func (e *env) topology(ctx context.Context, levels ...string) string {
 	name := e.f.Namespace
 	e.create(ctx, kueueapi.Topologies, map[string]any{"kind": "Topology", "metadata": map[string]any{"name": name}, "spec": map[string]any{"levels": ls}})
 	return name
-}
-
-// conditionStatus is the status of obj's condition typ, or "".
-func conditionStatus(obj *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
 }
 
 // jobOptions shape a Job.

@@ -20,6 +20,7 @@ import (
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/e2e/framework"
+	kueueapi "github.com/gantry-dev/gantry/kind/pkg/kueue"
 	"github.com/gantry-dev/gantry/kind/pkg/nodes"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
@@ -101,7 +102,7 @@ var _ = framework.Describe("Kueue's ProvisioningRequest admission check served b
 		framework.Eventually(ctx, func(g gomega.Gomega) {
 			wl := e.workloadOf(ctx, "low")
 			g.Expect(wl).NotTo(gomega.BeNil(), "no Workload for Job low")
-			g.Expect(conditionStatus(wl, "Admitted")).To(gomega.Equal("True"), "Workload of Job low: %v", wl.Object["status"])
+			g.Expect(kueueapi.ConditionStatus(wl, "Admitted")).To(gomega.Equal("True"), "Workload of Job low: %v", wl.Object["status"])
 			prs := e.requests(ctx)
 			g.Expect(prs).To(gomega.HaveLen(1))
 			g.Expect(meta.IsStatusConditionTrue(prs[0].Status.Conditions, provv1.ConditionProvisioned)).To(gomega.BeTrue())

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -79,13 +78,7 @@ func kueueQueue(ctx context.Context, w *world, ns string) error {
 		if err != nil {
 			return false, nil
 		}
-		conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
-		for _, c := range conds {
-			if m, _ := c.(map[string]any); m["type"] == "Active" && m["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
+		return kueue.ConditionStatus(cq, "Active") == "True", nil
 	})
 }
 

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -187,23 +186,11 @@ func (bc *benchCluster) queue(b *testing.B, ns string, jobs int) {
 	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		cq, err := bc.dyn.Resource(kueue.ClusterQueues).Get(ctx, ns, metav1.GetOptions{})
-		return err == nil && conditionStatus(cq, "Active") == "True", nil
+		return err == nil && kueue.ConditionStatus(cq, "Active") == "True", nil
 	})
 	if err != nil {
 		b.Fatalf("ClusterQueue %s not active: %v", ns, err)
 	}
-}
-
-// conditionStatus is the status of obj's condition typ, or "".
-func conditionStatus(obj *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, _ := c.(map[string]any); m["type"] == typ {
-			s, _ := m["status"].(string)
-			return s
-		}
-	}
-	return ""
 }
 
 // job is a Job of pods pods of jobCPU in the run's LocalQueue; kwok

@@ -126,10 +126,10 @@ func (a *admissions) observeWorkload(obj any, _ bool, at time.Time) {
 			a.workloadJob[w.GetName()] = job
 		}
 	}
-	if conditionStatus(w, "QuotaReserved") == "True" {
+	if kueue.ConditionStatus(w, "QuotaReserved") == "True" {
 		first(a.quotaReserved, w.GetName(), at)
 	}
-	if conditionStatus(w, "Admitted") == "True" {
+	if kueue.ConditionStatus(w, "Admitted") == "True" {
 		first(a.admittedAt, w.GetName(), at)
 	}
 }

@@ -88,3 +88,17 @@ func withSpec(obj, spec map[string]any) map[string]any {
 	obj["spec"] = spec
 	return obj
 }
+
+// ConditionStatus is the status of obj's condition typ ("True", "False",
+// "Unknown"), or "" when it has none: Kueue's objects are read through
+// the dynamic client.
+func ConditionStatus(obj *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
+}

@@ -71,3 +71,18 @@ func TestQueueObjects(t *testing.T) {
 		t.Errorf("ResourceFlavor topology and node label %q, want %q", got, want)
 	}
 }
+
+func TestConditionStatus(t *testing.T) {
+	cq := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+		map[string]any{"type": "Active", "status": "True"},
+		map[string]any{"type": "Terminating", "status": "False"},
+	}}}}
+	for typ, want := range map[string]string{"Active": "True", "Terminating": "False", "Missing": ""} {
+		if got := ConditionStatus(cq, typ); got != want {
+			t.Errorf("ConditionStatus(%s) = %q, want %q", typ, got, want)
+		}
+	}
+	if got := ConditionStatus(&unstructured.Unstructured{Object: map[string]any{}}, "Active"); got != "" {
+		t.Errorf("an object without status: %q, want \"\"", got)
+	}
+}
