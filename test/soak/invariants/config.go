@@ -3,6 +3,8 @@ package invariants
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -87,6 +89,18 @@ type Config struct {
 	// generation only if the checker saw it PolicyLag or more before the
 	// pod's creation (see checkMetadataPolicies).
 	PolicyLag time.Duration
+	// WebhookNamespace and WebhookSelector find the admission webhook's
+	// replicas among the pods (gantry-webhook's, on a cluster whose
+	// kube-apiserver calls it); a nil selector judges no Refusal.
+	// WebhookFailover is how long kube-apiserver may keep calling a
+	// replica that ended, and not yet call one that became Ready: the
+	// kubelet's notice of the container's end or of the readiness probe,
+	// the EndpointSlice controller and kube-proxy's rules on the
+	// control-plane node in turn. It is no value of Gantry's code: 10s, a
+	// choice of the checker's.
+	WebhookNamespace string
+	WebhookSelector  labels.Selector
+	WebhookFailover  time.Duration
 
 	// HeapRatio and GoroutineRatio bound a component's heap after GC and
 	// goroutine count at the end of a run against their level after
@@ -124,6 +138,8 @@ const (
 	victimsLeaveWait = 5 * time.Second
 	// defaultPolicyLag: see Config.PolicyLag.
 	defaultPolicyLag = 5 * time.Second
+	// defaultWebhookFailover: see Config.WebhookFailover.
+	defaultWebhookFailover = 10 * time.Second
 )
 
 // DefaultConfig is issue 40's limits over the defaults of Gantry's
@@ -146,6 +162,7 @@ func DefaultConfig() Config {
 		ScaleDownInterval:     defaultScaleDownInterval,
 		PreemptionLimit:       configv1.DefaultPreemptionTimeout + preemptionBackoffCap + victimsLeaveWait + grace,
 		PolicyLag:             defaultPolicyLag,
+		WebhookFailover:       defaultWebhookFailover,
 		HeapRatio:             1.5,
 		GoroutineRatio:        1.10,
 		LeakWarmUp:            5 * time.Minute,

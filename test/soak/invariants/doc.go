@@ -115,7 +115,13 @@
 // winning in the engine's order (PolicyNotApplied), and so is the
 // schedulerName one sets (SchedulerNotChosen). A pod whose policy changed
 // around its creation is not judged against that policy at all, rather
-// than against the wrong generation.
+// than against the wrong generation. With a webhook's replicas named
+// (Config.WebhookSelector, webhook.go), every write admission refused
+// because of the webhook itself (Snapshot.Refusals: it could not be
+// called, or its policies were not loaded) is judged once a snapshot Skew
+// later shows the replicas: none may be refused while a replica had been
+// Ready for WebhookFailover and no replica's container had ended in the
+// WebhookFailover before (RefusedWhileWebhookReady).
 //
 // Leak (leak.go): per component, the median heap after GC and goroutine
 // count of the run's last LeakWindow are at most HeapRatio and
@@ -124,11 +130,8 @@
 //
 // # Left out
 //
-// "No create is refused while a webhook replica is Ready" needs the soak
-// client's record of refused creates and of the replicas' readiness over
-// time: the soak run judges it, not this package. ClusterMetadataPolicies
-// are not judged: they select namespaces by labels a snapshot does not
-// hold. AsyncPreemption's backoff is its in-memory state, which
+// ClusterMetadataPolicies are not judged: they select namespaces by labels
+// a snapshot does not hold. AsyncPreemption's backoff is its in-memory state, which
 // PreemptorStuck bounds from outside rather than reads. Pending
 // Reservations that preempted are nominated in the Reservation plugin's
 // store, which the scheduler's view does not list (only the scheduling

@@ -53,6 +53,8 @@ func snapshot(s step) *Snapshot {
 			snap.MetadataPolicies = append(snap.MetadataPolicies, o)
 		case frameworkext.NodeView:
 			snap.SchedulerNodes = append(snap.SchedulerNodes, o)
+		case Refusal:
+			snap.Refusals = append(snap.Refusals, o)
 		default:
 			panic(fmt.Sprintf("snapshot cannot hold %T", o))
 		}

@@ -52,6 +52,9 @@ type Snapshot struct {
 	// checks of API objects run. A node missing from a non-nil list is one
 	// the scheduler does not know.
 	SchedulerNodes []frameworkext.NodeView
+	// Refusals are the writes admission refused because of the webhook
+	// (see Refusal) since the previous snapshot: each is given once.
+	Refusals []Refusal
 }
 
 // ObjectRef names an object a violation involves.
@@ -153,6 +156,7 @@ type Checker struct {
 	nodeUse  map[string]time.Time
 	leaks    map[string]bool
 	policies map[types.UID]*policyMemory
+	webhook  webhookMemory
 }
 
 // NewChecker returns a checker with cfg (see DefaultConfig).
@@ -166,6 +170,7 @@ func NewChecker(cfg Config) *Checker {
 		nodeUse:  map[string]time.Time{},
 		leaks:    map[string]bool{},
 		policies: map[types.UID]*policyMemory{},
+		webhook:  webhookMemory{ended: map[types.UID][]time.Time{}},
 	}
 }
 
@@ -181,6 +186,7 @@ func (c *Checker) Check(s *Snapshot) []Violation {
 	out = append(out, c.checkScaleDown(ix)...)
 	out = append(out, c.checkPreemption(ix)...)
 	out = append(out, c.checkMetadataPolicies(ix)...)
+	out = append(out, c.checkWebhook(ix)...)
 	for k := range c.states {
 		if !c.touched[k] {
 			delete(c.states, k)
