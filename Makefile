@@ -31,6 +31,8 @@ UP_FLAGS ?=
 DURATION ?= 30m
 SEED ?= 0
 GINKGO := go tool ginkgo
+# Where `make soak` writes its report: one folder a shape.
+SOAK_ARTIFACTS = $(ARTIFACTS)-soak$(if $(filter kind,$(RUNTIME)),-kind$(if $(filter stock,$(CONTROL_PLANE)),-stock))
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
 .PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak soak-plants verify lint test clean update
@@ -159,17 +161,21 @@ bench-kueue: build kueue
 	$(if $(DOC),go test -tags kueue_bench ./e2e/kueue/bench -run TestWriteDoc -count 1 -args \
 		-results=$(abspath _output/bench-kueue) -doc=$(abspath docs/performance-kueue.md))
 
-## soak: Gantry and Kueue on a local cluster of its own under mixed tenant work for DURATION while
-## their components are killed and restarted, their API requests failed and delayed, and nodes
-## deleted (SEED= repeats a schedule);
-## test/soak/invariants judges the cluster throughout, and the report (operations, faults, checks,
-## violations, memory per component) goes to _output/e2e-artifacts-soak/soak-report.json, which
-## hack/tools/perf/soakreport turns into docs/reliability.md. Fails on any violation, on a failed
-## operation while kube-apiserver was up, or on a run that did too little.
+## soak: Gantry and Kueue on a cluster of its own (RUNTIME=local, or RUNTIME=kind
+## CONTROL_PLANE=stock for the managed overlay on upstream's control plane) under mixed tenant
+## work for DURATION while their components are killed and restarted (gantry-webhook one replica
+## and both, on stock), their API requests failed and delayed (local), and nodes deleted (SEED=
+## repeats a schedule); test/soak/invariants judges the cluster throughout, and the report
+## (operations, faults, checks, violations, memory per component) goes to
+## _output/e2e-artifacts-soak[-kind-stock]/soak-report.json, which hack/tools/perf/soakreport turns
+## into docs/reliability.md. Fails on any violation, on a failed operation while kube-apiserver was
+## up, or on a run that did too little.
 soak: build kueue
-	rm -rf $(ARTIFACTS)-soak && mkdir -p $(ARTIFACTS)-soak
-	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(ARTIFACTS)-soak ./e2e/soak -- \
-		--artifacts=$(abspath $(ARTIFACTS))-soak --runtime=local --soak-duration=$(DURATION) --soak-seed=$(SEED)
+	$(if $(filter kind,$(RUNTIME)),$(MAKE) node-image PLATFORMS=linux/$$(go env GOARCH))
+	rm -rf $(SOAK_ARTIFACTS) && mkdir -p $(SOAK_ARTIFACTS)
+	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(SOAK_ARTIFACTS) ./e2e/soak -- \
+		--artifacts=$(abspath $(SOAK_ARTIFACTS)) --runtime=$(RUNTIME) --control-plane=$(CONTROL_PLANE) \
+		--soak-duration=$(DURATION) --soak-seed=$(SEED)
 
 ## soak-plants: for each family of internal/plant (PLANTS=, default all), a soak of DURATION (6m
 ## unless given) on binaries built with that family's planted bug; passes only when every run

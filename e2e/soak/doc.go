@@ -24,4 +24,16 @@
 // deleted and made again; and, for 15 s, one component's requests to
 // kube-apiserver failed (one in three) and delayed (the others) at a fault
 // proxy (test/faultproxy) that the run routes every component through.
+//
+// The run takes the shape of the suite's cluster. On the local runtime
+// (Gantry's control plane, MetadataPolicy in-process) it is the above. On
+// kind with the stock control plane (upstream's kube-apiserver,
+// kube-scheduler and kube-controller-manager, with the managed overlay's
+// gantry-scheduler, gantry-provisioner and gantry-webhook), it also kills
+// gantry-scheduler's leader, one gantry-webhook replica, and both at once;
+// the tenants write through a client that records every write admission
+// refused for gantry-webhook's sake, which the checker's
+// RefusedWhileWebhookReady judges against the replicas' readiness. The
+// kind runtime cannot route its components through the fault proxy: that
+// shape has no API faults.
 package soak

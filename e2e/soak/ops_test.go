@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -74,7 +75,11 @@ const generalInstanceType = "gantry.general"
 
 // world is what every tenant shares.
 type world struct {
-	dyn dynamic.Interface
+	// client and dyn write as the tenants do: through refused, which
+	// records the writes admission refused for gantry-webhook's sake.
+	client  kubernetes.Interface
+	dyn     dynamic.Interface
+	refused *refusals
 	// nodes are the cluster's own kwok nodes, which preemption pins its
 	// pods to and the node fault deletes and makes again.
 	nodes []v1.Node
@@ -193,7 +198,7 @@ func (t *tenant) policy(ctx context.Context) (string, error) {
 func (t *tenant) rejected(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("%s-x%d", t.name, t.n)
 	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Label(opLabel, "rejected").Label(forbiddenLabel, "true").NoGrace().Obj()
-	_, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{})
+	_, err := t.w.client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{})
 	switch {
 	case err == nil:
 		t.deletePods(ctx, t.pods, name)
@@ -217,7 +222,7 @@ func (t *tenant) preemption(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("%s-e%d", t.name, t.n)
 	victim := wrappers.MakePod(name+"-victim", t.pods).Requests("cpu", fmt.Sprintf("%dm", milli*4/10)).
 		NodeSelector(v1.LabelHostname, node.Name).PriorityClass(victimClass).Label(opLabel, "victim").NoGrace().Obj()
-	c := framework.TestContext.Client.CoreV1().Pods(t.pods)
+	c := t.w.client.CoreV1().Pods(t.pods)
 	if _, err := c.Create(ctx, victim, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating victim %s/%s: %w", t.pods, victim.Name, err)
 	}
@@ -246,7 +251,7 @@ func (t *tenant) narrowing(ctx context.Context) (string, error) {
 	}
 	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Gated(narrowingGate).Label(opLabel, "narrowing").NoGrace().
 		RequiredTerms(wrappers.Term(wrappers.In(v1.LabelHostname, all...))).Obj()
-	c := framework.TestContext.Client.CoreV1().Pods(t.pods)
+	c := t.w.client.CoreV1().Pods(t.pods)
 	if _, err := c.Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating gated pod %s/%s: %w", t.pods, name, err)
 	}

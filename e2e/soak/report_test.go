@@ -44,6 +44,7 @@ func newRecorder() *recorder {
 
 // How an operation ended when it failed: resultFailedOutage when its error
 // is one of a kube-apiserver that is down or restarting (the run kills it),
+// resultRefusedWebhook when admission refused it for gantry-webhook's sake,
 // resultFailed otherwise, which fails the run.
 const (
 	resultFailed       = "failed"
@@ -54,9 +55,13 @@ func (r *recorder) op(kind, result string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err != nil {
-		result = resultFailed
-		if isUnavailable(err) {
+		switch {
+		case isUnavailable(err):
 			result = resultFailedOutage
+		case webhookRefused(err):
+			result = resultRefusedWebhook
+		default:
+			result = resultFailed
 		}
 		if len(r.errors[kind]) < keptErrors {
 			r.errors[kind] = append(r.errors[kind], err.Error())

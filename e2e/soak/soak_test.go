@@ -28,6 +28,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -44,13 +46,41 @@ import (
 	"github.com/gantry-dev/gantry/test/soak/invariants"
 )
 
-// The components whose memory the run reads: Gantry's control plane.
-var components = []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", "gantry-provisioner"}
+// shape is what a run reads and kills on its kind of cluster.
+type shape struct {
+	// name is the report's Shape: the runtime's name, with "/stock" for
+	// upstream's control plane and Gantry's add-ons (the managed overlay).
+	name string
+	// components are those whose memory the run reads: the control plane
+	// and Gantry's components.
+	components []string
+	// killed are the components the fault loop kills (SIGKILL, as a
+	// crash) and restarts, each in turn in an order shuffled every round.
+	killed []string
+	// webhook: gantry-webhook serves kube-apiserver's admission, and the
+	// fault loop kills one replica of it, or both (webhookOne,
+	// webhookBoth).
+	webhook bool
+}
 
-// The components the fault loop kills (SIGKILL, as a crash) and restarts,
-// each in turn in an order shuffled every round: Gantry's, and Kueue's
-// manager.
-var killed = append(slices.Clone(components), kueue.Component)
+// shapeOf is the shape of the suite's cluster. With Gantry's control
+// plane: its kube-apiserver (MetadataPolicy in-process), kube-scheduler,
+// kube-controller-manager and gantry-provisioner, and Kueue's manager.
+// With the stock one: upstream's kube-apiserver, kube-scheduler and
+// kube-controller-manager, and the managed overlay's gantry-scheduler,
+// gantry-provisioner and gantry-webhook, and Kueue's manager.
+func shapeOf(c *cluster.Cluster) shape {
+	if framework.TestContext.ControlPlane != cluster.ControlPlaneStock {
+		components := []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", provisionerComponent}
+		return shape{name: c.Runtime().Name(), components: components, killed: append(slices.Clone(components), kueue.Component)}
+	}
+	return shape{
+		name:       c.Runtime().Name() + "/" + cluster.ControlPlaneStock,
+		components: []string{"kube-apiserver", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent},
+		killed:     []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent, kueue.Component},
+		webhook:    true,
+	}
+}
 
 const (
 	// checkEvery is how often the invariants are judged.
@@ -64,6 +94,7 @@ const (
 var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.Serial, func() {
 	ginkgo.It("serves mixed tenant work while its components are killed, with no invariant broken", func(ctx ginkgo.SpecContext) {
 		local := framework.RequireLocal("it kills and restarts the cluster's components")
+		sh := shapeOf(local)
 		seed := *seedFlag
 		if seed == 0 {
 			seed = rand.Uint64()
@@ -74,9 +105,13 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.By("making the tenants' namespaces, quotas, Kueue queues, governing MetadataPolicies and the priority classes of preemption")
 		gantry, err := framework.GantryClient()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		dyn, err := dynamic.NewForConfig(framework.TestContext.Config)
+		w := &world{refused: &refusals{}, nodes: framework.KwokNodes(ctx, 4)}
+		tenantConfig := rest.CopyConfig(framework.TestContext.Config)
+		tenantConfig.Wrap(w.refused.wrap)
+		w.client, err = kubernetes.NewForConfig(tenantConfig)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		w := &world{dyn: dyn, nodes: framework.KwokNodes(ctx, 4)}
+		w.dyn, err = dynamic.NewForConfig(tenantConfig)
+		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(priorityClasses(ctx)).To(gomega.Succeed())
 		ginkgo.DeferCleanup(func(ctx context.Context) {
 			for _, pc := range []string{victimClass, preemptorClass} {
@@ -102,9 +137,17 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 
 		ginkgo.By("watching the cluster for the invariant checker")
 		cfg := invariants.DefaultConfig()
-		cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL
+		if sh.webhook {
+			// The managed overlay's gantry-scheduler keeps the Reservation
+			// plugin's default TTL; gantry-webhook's replicas serve
+			// admission.
+			cfg.WebhookNamespace = profiles.SecondSchedulerNamespace
+			cfg.WebhookSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": webhookComponent})
+		} else {
+			cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL
+		}
 		cfg.ScaleDownUnneededTime = cluster.ScaleDownUnneededTime
-		cfg.ScaleDownInterval = 2 * time.Second // the local runtime's --scale-down-interval
+		cfg.ScaleDownInterval = 2 * time.Second // both runtimes' --scale-down-interval
 		// Components are killed about every seven faults: a lifetime holds
 		// a warm-up and two windows in a few minutes.
 		cfg.LeakWarmUp, cfg.LeakWindow = 2*time.Minute, time.Minute
@@ -124,7 +167,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.By("reading the components' memory every " + defaultMemoryEvery.String())
 		memCtx, stopMem := context.WithCancel(ctx)
 		defer stopMem()
-		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), components)
+		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), sh.components)
 
 		started := time.Now()
 		ginkgo.By(fmt.Sprintf("working for %s as %d tenants, a fault about every %s", *durationFlag, len(tenants), *faultsFlag))
@@ -138,7 +181,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 				}
 			})
 		}
-		wg.Go(func() { injectFaults(work, local, proxy, w, rand.New(rand.NewPCG(seed, 0)), rec) })
+		wg.Go(func() { injectFaults(work, local, sh, proxy, w, rand.New(rand.NewPCG(seed, 0)), rec) })
 		ticker := time.NewTicker(checkEvery)
 		for work.Err() == nil {
 			select {
@@ -162,8 +205,8 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		stopMem()
 		mem.wait()
 
-		rep := rec.report(seed, started, ran, len(tenants), checker, faultKinds(proxy != nil))
-		rep.Shape = "local"
+		rep := rec.report(seed, started, ran, len(tenants), checker, faultKinds(sh, proxy != nil))
+		rep.Shape = sh.name
 		rep.judgeMemory(mem, checker, cfg)
 		ginkgo.GinkgoWriter.Print(rep.String())
 		path := filepath.Join(framework.TestContext.Artifacts, "soak-report.json")
@@ -284,6 +327,7 @@ func watch(ctx context.Context, w *world) func() *invariants.Snapshot {
 			}
 		}
 		s.SchedulerNodes = schedulerViews(ctx, s.Nodes)
+		s.Refusals = w.refused.drain()
 		return s
 	}
 }
@@ -325,14 +369,23 @@ const (
 // product of their User-Agent.
 var apiFaultTargets = []string{"kube-scheduler", "gantry-provisioner", "kube-controller-manager", kueue.Component}
 
-// faultKinds names the faults injectFaults injects: the API fault only
-// with a proxy.
-func faultKinds(withProxy bool) []string {
-	out := make([]string, 0, len(killed)+2)
-	for _, c := range killed {
+// faultKinds names the faults injectFaults injects on sh: the API fault
+// only with a proxy.
+func faultKinds(sh shape, withProxy bool) []string {
+	var out []string
+	for _, c := range sh.killed {
 		out = append(out, "kill -9 "+c)
 	}
-	out = append(out, nodeFault)
+	return append(out, faults(sh, withProxy)[len(sh.killed):]...)
+}
+
+// faults are the faults of a round of injectFaults: the components of
+// sh.killed, then the others.
+func faults(sh shape, withProxy bool) []string {
+	out := append(slices.Clone(sh.killed), nodeFault)
+	if sh.webhook {
+		out = append(out, webhookOne, webhookBoth)
+	}
 	if withProxy {
 		out = append(out, apiFault)
 	}
@@ -374,7 +427,7 @@ func routeThroughProxy(ctx context.Context, c *cluster.Cluster) *faultproxy.Prox
 // kinds in an order shuffled every round: each component killed and
 // restarted, a node deleted and made again, and (with a proxy) one
 // component's requests failed and delayed.
-func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Proxy, w *world, rng *rand.Rand, rec *recorder) {
+func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy *faultproxy.Proxy, w *world, rng *rand.Rand, rec *recorder) {
 	var order, targets []string
 	for {
 		wait := time.Duration(float64(*faultsFlag) * (0.5 + rng.Float64()))
@@ -384,11 +437,7 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Pro
 		case <-time.After(wait):
 		}
 		if len(order) == 0 {
-			order = append(order, killed...)
-			order = append(order, nodeFault)
-			if proxy != nil {
-				order = append(order, apiFault)
-			}
+			order = faults(sh, proxy != nil)
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		what := order[0]
@@ -401,6 +450,15 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, proxy *faultproxy.Pro
 			node := w.nodes[rng.IntN(len(w.nodes))].Name
 			f.Kind, f.Component = nodeFault, node
 			err = deleteNode(context.WithoutCancel(ctx), node, len(w.nodes))
+		case webhookOne:
+			f.Kind, f.Component = webhookOne, webhookComponent
+			err = c.RestartComponent(context.WithoutCancel(ctx), webhookComponent, syscall.SIGKILL)
+		case webhookBoth:
+			f.Kind, f.Component = webhookBoth, webhookComponent
+			var n int
+			if n, err = c.RestartReplicas(context.WithoutCancel(ctx), webhookComponent, syscall.SIGKILL); err == nil && n < 2 {
+				err = fmt.Errorf("only %d replica of %s was running", n, webhookComponent)
+			}
 		case apiFault:
 			if len(targets) == 0 {
 				targets = slices.Clone(apiFaultTargets)

@@ -250,7 +250,7 @@ func (t *tenant) request(ctx context.Context, class string, shape requestShape) 
 			pw.NodeSelector(v1.LabelInstanceTypeStable, generalInstanceType)
 		}
 		p := pw.Obj()
-		if _, err := c.Client.CoreV1().Pods(t.requests).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		if _, err := t.w.client.CoreV1().Pods(t.requests).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			return "", fmt.Errorf("creating pod %s/%s of a Provisioned request: %w", t.requests, p.Name, err)
 		}
 		pods = append(pods, p.Name)
@@ -284,7 +284,7 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 	}
 	p := wrappers.MakePod(name, t.pods).Requests("cpu", cpu).Label(opLabel, "owner").Obj()
 	maps.Copy(p.Labels, owner)
-	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+	if _, err := t.w.client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating owner pod %s/%s: %w", t.pods, name, err)
 	}
 	defer t.deletePods(ctx, t.pods, name)
@@ -295,7 +295,7 @@ func (t *tenant) reservation(ctx context.Context) (string, error) {
 func (t *tenant) pod(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("%s-p%d", t.name, t.n)
 	p := wrappers.MakePod(name, t.pods).Requests("cpu", "100m").Label(opLabel, "pod").Obj()
-	if _, err := framework.TestContext.Client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+	if _, err := t.w.client.CoreV1().Pods(t.pods).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("creating pod %s/%s: %w", t.pods, name, err)
 	}
 	defer t.deletePods(ctx, t.pods, name)

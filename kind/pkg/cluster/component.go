@@ -28,6 +28,16 @@ type ComponentRestarter interface {
 	RestartComponent(ctx context.Context, component string, sig syscall.Signal) error
 }
 
+// ReplicaRestarter is implemented by runtimes whose components may run as
+// several replicas (the kind runtime's Deployments, such as
+// gantry-webhook): RestartComponent restarts one of them, RestartReplicas
+// every one at once, as a crash of the whole component would.
+type ReplicaRestarter interface {
+	// RestartReplicas stops every running replica of component with sig
+	// and returns, with how many it stopped, once as many new ones run.
+	RestartReplicas(ctx context.Context, component string, sig syscall.Signal) (int, error)
+}
+
 // ComponentHTTPError is a component's answer other than 2xx.
 type ComponentHTTPError struct {
 	Component, Method, Path string
@@ -75,4 +85,14 @@ func (c *Cluster) RestartComponent(ctx context.Context, component string, sig sy
 		return &NotSupportedError{Runtime: c.runtime.Name(), Reason: "it cannot restart a single component"}
 	}
 	return r.RestartComponent(ctx, component, sig)
+}
+
+// RestartReplicas restarts every replica of a component at once; see
+// ReplicaRestarter.
+func (c *Cluster) RestartReplicas(ctx context.Context, component string, sig syscall.Signal) (int, error) {
+	r, ok := c.runtime.(ReplicaRestarter)
+	if !ok {
+		return 0, &NotSupportedError{Runtime: c.runtime.Name(), Reason: "it runs no component as several replicas"}
+	}
+	return r.RestartReplicas(ctx, component, sig)
 }

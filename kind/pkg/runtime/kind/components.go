@@ -46,7 +46,7 @@ var components = []component{
 	{name: "kube-controller-manager", container: "kube-controller-manager", endpoint: "https://127.0.0.1:10257"},
 	{name: "kube-scheduler", container: "kube-scheduler", endpoint: "https://127.0.0.1:10259"},
 	{name: "kwok-controller", container: "kwok-controller"},
-	{name: "gantry-provisioner", container: "provisioner"},
+	{name: "gantry-provisioner", container: "provisioner", lease: "gantry-system/gantry-provisioner", port: 8443},
 }
 
 // stockComponents are what the stock control plane adds: Gantry's
@@ -358,59 +358,82 @@ func (r *Runtime) Metrics(ctx context.Context, name string) (string, error) {
 }
 
 // RestartComponent implements cluster.ComponentRestarter: containerd
-// signals the component's running container, and kubelet starts a new one
-// once it has exited, as after a crash.
+// signals the component's running container (the leader's, for a
+// component with a lease; the newest replica's otherwise), and kubelet
+// starts a new one once it has exited, as after a crash.
 func (r *Runtime) RestartComponent(ctx context.Context, name string, sig syscall.Signal) error {
+	_, err := r.restart(ctx, name, sig, false)
+	return err
+}
+
+// RestartReplicas implements cluster.ReplicaRestarter: every running
+// container of the component, in all its replicas, is signalled at once,
+// and it returns once kubelet has started as many new ones.
+func (r *Runtime) RestartReplicas(ctx context.Context, name string, sig syscall.Signal) (int, error) {
+	return r.restart(ctx, name, sig, true)
+}
+
+// restart signals one running container of the component (see
+// RestartComponent) or, with all, every one of them, and waits until as
+// many new ones run; it returns how many it signalled.
+func (r *Runtime) restart(ctx context.Context, name string, sig syscall.Signal, all bool) (int, error) {
 	c, err := r.lookup(name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	switch sig {
 	case syscall.SIGTERM, syscall.SIGKILL:
 	default:
-		return fmt.Errorf("restarting %s: signal %v: want SIGTERM or SIGKILL", name, sig)
+		return 0, fmt.Errorf("restarting %s: signal %v: want SIGTERM or SIGKILL", name, sig)
 	}
-	leader, _, err := r.leader(ctx, c)
-	if err != nil {
-		return err
+	leader := ""
+	if !all {
+		if leader, _, err = r.leader(ctx, c); err != nil {
+			return 0, err
+		}
 	}
 	list, err := r.containers(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	old := ""
+	var old []string
 	for _, ct := range list {
 		if ofComponent(ct, c, leader) && ct.Running {
-			old = ct.ID
-			break
+			old = append(old, ct.ID)
+			if !all {
+				break
+			}
 		}
 	}
-	if old == "" {
-		return fmt.Errorf("restarting %s: it has no running container", name)
+	if len(old) == 0 {
+		return 0, fmt.Errorf("restarting %s: it has no running container", name)
 	}
 	cp, err := r.cp()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := cp.CommandContext(ctx, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", unix.SignalName(sig), old).Run(); err != nil {
-		return r.kindError("stopping "+name, err)
+	for _, id := range old {
+		if err := cp.CommandContext(ctx, "ctr", "-n", "k8s.io", "tasks", "kill", "--signal", unix.SignalName(sig), id).Run(); err != nil {
+			return 0, r.kindError("stopping "+name, err)
+		}
 	}
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, r.timeout(), false, func(ctx context.Context) (bool, error) {
 		list, err := r.containers(ctx)
 		if err != nil {
 			return false, nil
 		}
+		started := 0
 		for _, ct := range list {
-			if ofComponent(ct, c, leader) && ct.Running && ct.ID != old {
-				return true, nil
+			if ofComponent(ct, c, leader) && ct.Running && !slices.Contains(old, ct.ID) {
+				started++
 			}
 		}
-		return false, nil
+		return started >= len(old), nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s did not start again within %s", name, r.timeout())
+		return 0, fmt.Errorf("%s did not start again within %s", name, r.timeout())
 	}
-	return nil
+	return len(old), nil
 }
 
 // criLogText strips the CRI log format's prefix (time, stream, tag) from

@@ -63,6 +63,7 @@ var (
 	_ cluster.NodeDescriber      = &Runtime{}
 	_ cluster.ComponentClient    = &Runtime{}
 	_ cluster.ComponentRestarter = &Runtime{}
+	_ cluster.ReplicaRestarter   = &Runtime{}
 	_ cluster.ImageNamer         = &Runtime{}
 )
 
