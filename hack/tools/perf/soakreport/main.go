@@ -90,27 +90,32 @@ func run(args []string) error {
 	return os.WriteFile(*out, md.Bytes(), 0o644)
 }
 
-// makeSoak is the make target of a shape's run, by shape.
-var makeSoak = map[string]string{"local": "make soak"}
+// shapeRun is how a shape's run is made: its make command, and where it
+// writes its report (the Makefile's SOAK_ARTIFACTS), relative to the
+// repository.
+type shapeRun struct{ command, report string }
 
-// The paths the regenerating commands name, relative to the repository and,
-// for soakreport (run in its module), to hack/tools/perf.
-const (
-	localReport = "_output/e2e-artifacts-soak/soak-report.json"
-	fromPerf    = "../../../"
-)
+// makeSoak is the run of each shape, by shape.
+var makeSoak = map[string]shapeRun{
+	"local":      {"make soak", "_output/e2e-artifacts-soak/soak-report.json"},
+	"kind/stock": {"make soak RUNTIME=kind CONTROL_PLANE=stock", "_output/e2e-artifacts-soak-kind-stock/soak-report.json"},
+}
+
+// fromPerf is the repository relative to hack/tools/perf, where soakreport
+// runs (in its module).
+const fromPerf = "../../../"
 
 // regenerate is the commands that make the runs again and write the page
 // from their reports: known for the shapes of makeSoak only.
 func regenerate(runs []*report) ([]string, error) {
 	var out, reportFlags []string
 	for _, r := range runs {
-		target, ok := makeSoak[r.Shape]
+		run, ok := makeSoak[r.Shape]
 		if !ok {
 			return nil, fmt.Errorf("no command is known to make a run of shape %q: give the page's commands with -command", r.Shape)
 		}
-		out = append(out, fmt.Sprintf("%s DURATION=%s SEED=%d", target, durationFlag(r.Duration), r.Seed))
-		reportFlags = append(reportFlags, "-report "+fromPerf+localReport)
+		out = append(out, fmt.Sprintf("%s DURATION=%s SEED=%d", run.command, durationFlag(r.Duration), r.Seed))
+		reportFlags = append(reportFlags, "-report "+fromPerf+run.report)
 	}
 	return append(out, fmt.Sprintf("(cd hack/tools/perf && go run ./soakreport %s -out %sdocs/reliability.md -png %sdocs/reliability.png)",
 		strings.Join(reportFlags, " "), fromPerf, fromPerf)), nil

@@ -156,14 +156,33 @@ func TestCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, pngPath := filepath.Join(dir, "reliability.md"), filepath.Join(dir, "reliability.png")
-	err = run([]string{"-report", path, "-report", other, "-out", page, "-png", pngPath})
-	if err == nil || !strings.Contains(err.Error(), `no command is known to make a run of shape "kind/stock": give the page's commands with -command`) {
+	if err := run([]string{"-report", path, "-report", other, "-out", page, "-png", pngPath}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"make soak DURATION=10m SEED=42\nmake soak RUNTIME=kind CONTROL_PLANE=stock DURATION=10m SEED=42\n",
+		"go run ./soakreport -report ../../../_output/e2e-artifacts-soak/soak-report.json -report ../../../_output/e2e-artifacts-soak-kind-stock/soak-report.json -out",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("the page's commands lack %q:\n%s", want, md)
+		}
+	}
+	unknown := filepath.Join(dir, "kind.json")
+	if err := os.WriteFile(unknown, []byte(strings.Replace(string(data), `"shape":"local"`, `"shape":"kind"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"-report", path, "-report", unknown, "-out", page, "-png", pngPath})
+	if err == nil || !strings.Contains(err.Error(), `no command is known to make a run of shape "kind": give the page's commands with -command`) {
 		t.Fatalf("a shape without a known command: error %v", err)
 	}
 	if err := run([]string{"-report", path, "-report", other, "-command", "make soak-all", "-out", page, "-png", pngPath}); err != nil {
 		t.Fatal(err)
 	}
-	md, err := os.ReadFile(page)
+	md, err = os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
