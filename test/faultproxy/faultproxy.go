@@ -1,15 +1,20 @@
 // Package faultproxy is a reverse proxy to kube-apiserver that fails or
 // delays chosen requests and counts them: put between a component and
 // kube-apiserver, it shows what the component does when its API calls fail
-// or are slow. The proxy ends the client's TLS connection and presents its
-// own credentials (the target's rest.Config) to kube-apiserver, so it
-// serves anyone who reaches it as that identity: it listens on the
-// loopback only, for tests.
+// or are slow. The proxy ends the client's TLS connection. By default it
+// presents its own credentials (the target's rest.Config) to
+// kube-apiserver, so it serves anyone who reaches it as that identity: it
+// listens on the loopback only, for tests. With
+// Options.ForwardCredentials it passes each client's own credentials on
+// instead, and can stand on a cluster's paths (cmd/faultproxy, on a kind
+// node), ruled from elsewhere through ControlHandler and Remote.
 package faultproxy
 
 import (
+	"crypto/tls"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -26,19 +31,35 @@ import (
 // (0: go on to kube-apiserver). Empty fields match everything.
 type Rule struct {
 	// Method is the request's HTTP method.
-	Method string
+	Method string `json:"method,omitempty"`
 	// PathPart is a part of the request's path.
-	PathPart string
+	PathPart string `json:"pathPart,omitempty"`
 	// UserAgent is a prefix of the request's User-Agent: a component's
 	// name, as client-go sends it ("kube-scheduler/v1.36.3 ...").
-	UserAgent string
+	UserAgent string `json:"userAgent,omitempty"`
 	// Every, above 1, makes the rule take only every Every-th request it
 	// matches.
-	Every  int
-	Status int
-	Delay  time.Duration
+	Every  int           `json:"every,omitempty"`
+	Status int           `json:"status,omitempty"`
+	Delay  time.Duration `json:"delay,omitempty"`
 
 	seen int
+}
+
+// Options change where and how New serves; the zero value is a loopback
+// port, httptest's certificate, and the target's credentials.
+type Options struct {
+	// Listener, when not nil, is where the proxy serves instead of a
+	// loopback port.
+	Listener net.Listener
+	// Certificate, when not nil, is the proxy's serving certificate
+	// (clients may then verify it) instead of httptest's.
+	Certificate *tls.Certificate
+	// ForwardCredentials passes each request on with its client's own
+	// credentials (its Authorization header), and uses only the target's
+	// CA, never its client certificate or token: the proxy then gives no
+	// one more rights than they have.
+	ForwardCredentials bool
 }
 
 // Proxy is a running fault proxy.
@@ -56,10 +77,16 @@ type Proxy struct {
 // New starts a proxy to the kube-apiserver of target, on a loopback port,
 // serving TLS (HTTP/2, as kube-apiserver does) with a certificate of its
 // own: clients skip verifying it. Close stops it.
-func New(target *rest.Config) (*Proxy, error) {
+func New(target *rest.Config) (*Proxy, error) { return NewWithOptions(target, Options{}) }
+
+// NewWithOptions is New, serving as o says.
+func NewWithOptions(target *rest.Config, o Options) (*Proxy, error) {
 	u, err := url.Parse(target.Host)
 	if err != nil {
 		return nil, err
+	}
+	if o.ForwardCredentials {
+		target = rest.AnonymousClientConfig(target)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	if proxy.Transport, err = rest.TransportFor(target); err != nil {
@@ -95,6 +122,13 @@ func New(target *rest.Config) (*Proxy, error) {
 	// burst of more concurrent requests would open and close connections,
 	// and their TLS handshakes would cost more than the work measured.
 	p.srv.EnableHTTP2 = true
+	if o.Listener != nil {
+		_ = p.srv.Listener.Close()
+		p.srv.Listener = o.Listener
+	}
+	if o.Certificate != nil {
+		p.srv.TLS = &tls.Config{Certificates: []tls.Certificate{*o.Certificate}, MinVersion: tls.VersionTLS12}
+	}
 	p.srv.StartTLS()
 	return p, nil
 }
