@@ -164,7 +164,7 @@ bench-kueue: build kueue
 ## soak: Gantry and Kueue on a cluster of its own (RUNTIME=local, or RUNTIME=kind
 ## CONTROL_PLANE=stock for the managed overlay on upstream's control plane) under mixed tenant
 ## work for DURATION while their components are killed and restarted (gantry-webhook one replica
-## and both, on stock), their API requests failed and delayed (local), and nodes deleted (SEED=
+## and both, on stock), their API requests failed and delayed at a fault proxy, and nodes deleted (SEED=
 ## repeats a schedule); test/soak/invariants judges the cluster throughout, and the report
 ## (operations, faults, checks, violations, memory per component) goes to
 ## _output/e2e-artifacts-soak[-kind-stock]/soak-report.json, which hack/tools/perf/soakreport turns
@@ -172,6 +172,7 @@ bench-kueue: build kueue
 ## up, or on a run that did too little.
 soak: build kueue
 	$(if $(filter kind,$(RUNTIME)),$(MAKE) node-image PLATFORMS=linux/$$(go env GOARCH))
+	$(if $(filter kind,$(RUNTIME)),CGO_ENABLED=0 go build -trimpath -o $(BIN)/faultproxy ./test/faultproxy/cmd/faultproxy)
 	rm -rf $(SOAK_ARTIFACTS) && mkdir -p $(SOAK_ARTIFACTS)
 	$(GINKGO) -v --tags soak --timeout=24h --output-dir=$(SOAK_ARTIFACTS) ./e2e/soak -- \
 		--artifacts=$(abspath $(SOAK_ARTIFACTS)) --runtime=$(RUNTIME) --control-plane=$(CONTROL_PLANE) \

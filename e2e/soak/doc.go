@@ -33,7 +33,9 @@
 // gantry-scheduler's leader, one gantry-webhook replica, and both at once;
 // the tenants write through a client that records every write admission
 // refused for gantry-webhook's sake, which the checker's
-// RefusedWhileWebhookReady judges against the replicas' readiness. The
-// kind runtime cannot route its components through the fault proxy: that
-// shape has no API faults.
+// RefusedWhileWebhookReady judges against the replicas' readiness. Its
+// fault proxy (cmd/faultproxy) runs on the control-plane node, passing
+// each client's own credentials on, and gantry-scheduler,
+// gantry-provisioner, gantry-webhook and Kueue's manager reach
+// kube-apiserver through it.
 package soak

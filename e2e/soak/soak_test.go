@@ -61,6 +61,9 @@ type shape struct {
 	// fault loop kills one replica of it, or both (webhookOne,
 	// webhookBoth).
 	webhook bool
+	// apiTargets are the components the API fault targets, by the
+	// product of their User-Agent.
+	apiTargets []string
 }
 
 // shapeOf is the shape of the suite's cluster. With Gantry's control
@@ -72,13 +75,14 @@ type shape struct {
 func shapeOf(c *cluster.Cluster) shape {
 	if framework.TestContext.ControlPlane != cluster.ControlPlaneStock {
 		components := []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", provisionerComponent}
-		return shape{name: c.Runtime().Name(), components: components, killed: append(slices.Clone(components), kueue.Component)}
+		return shape{name: c.Runtime().Name(), components: components, killed: append(slices.Clone(components), kueue.Component), apiTargets: apiFaultTargets}
 	}
 	return shape{
 		name:       c.Runtime().Name() + "/" + cluster.ControlPlaneStock,
 		components: []string{"kube-apiserver", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent},
 		killed:     []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent, kueue.Component},
 		webhook:    true,
+		apiTargets: stockAPIFaultTargets,
 	}
 }
 
@@ -160,7 +164,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		}
 
 		ginkgo.By("routing the components' requests to kube-apiserver through the fault proxy")
-		proxy := routeThroughProxy(ctx, local)
+		proxy := routeThroughProxy(ctx, local, sh)
 
 		gomega.Expect(verboseScheduler(ctx)).To(gomega.Succeed())
 
@@ -394,12 +398,17 @@ func faults(sh shape, withProxy bool) []string {
 
 // routeThroughProxy starts a fault proxy to kube-apiserver and routes the
 // cluster's components through it (restarting them), until the spec ends;
-// it waits until every one of apiFaultTargets has been seen at the proxy.
-// nil when the runtime cannot route its components.
-func routeThroughProxy(ctx context.Context, c *cluster.Cluster) *faultproxy.Proxy {
+// it waits until every one of sh.apiTargets has been seen at the proxy.
+// On the local runtime the proxy runs in this process; on the stock
+// shape, on the control-plane node (routeOnNode). nil when the runtime
+// can do neither.
+func routeThroughProxy(ctx context.Context, c *cluster.Cluster, sh shape) injector {
 	ginkgo.GinkgoHelper()
 	router, ok := c.Runtime().(cluster.ComponentRouter)
 	if !ok {
+		if sh.webhook {
+			return routeOnNode(ctx, c)
+		}
 		ginkgo.GinkgoWriter.Printf("runtime %s cannot route its components: no fault proxy, no %q faults\n", c.Runtime().Name(), apiFault)
 		return nil
 	}
@@ -413,13 +422,8 @@ func routeThroughProxy(ctx context.Context, c *cluster.Cluster) *faultproxy.Prox
 	restarted, err := router.RouteComponents(ctx, proxy.URL())
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	ginkgo.GinkgoWriter.Printf("fault proxy at %s; restarted onto it: %v\n", proxy.URL(), restarted)
-	gomega.Eventually(ctx, func(g gomega.Gomega) {
-		seen := proxy.Agents()
-		for _, t := range apiFaultTargets {
-			g.Expect(seen).To(gomega.HaveKey(t), "no request of %s has reached the fault proxy", t)
-		}
-	}).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(gomega.Succeed())
-	return proxy
+	waitSeen(ctx, localProxy{proxy}, sh.apiTargets)
+	return localProxy{proxy}
 }
 
 // injectFaults injects a fault every interval (drawn between half and one
@@ -427,7 +431,7 @@ func routeThroughProxy(ctx context.Context, c *cluster.Cluster) *faultproxy.Prox
 // kinds in an order shuffled every round: each component killed and
 // restarted, a node deleted and made again, and (with a proxy) one
 // component's requests failed and delayed.
-func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy *faultproxy.Proxy, w *world, rng *rand.Rand, rec *recorder) {
+func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy injector, w *world, rng *rand.Rand, rec *recorder) {
 	var order, targets []string
 	for {
 		wait := time.Duration(float64(*faultsFlag) * (0.5 + rng.Float64()))
@@ -461,13 +465,13 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy *faul
 			}
 		case apiFault:
 			if len(targets) == 0 {
-				targets = slices.Clone(apiFaultTargets)
+				targets = slices.Clone(sh.apiTargets)
 				rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 			}
 			f.Kind, f.Component = apiFault, targets[0]
 			targets = targets[1:]
-			f.Injected = faultAPI(proxy, f.Component, rng)
-			if f.Injected == 0 {
+			f.Injected, err = faultAPI(context.WithoutCancel(ctx), proxy, f.Component, rng)
+			if err == nil && f.Injected == 0 {
 				err = fmt.Errorf("no request of %s reached the fault proxy in %s", f.Component, apiFaultWindow)
 			}
 		default:
@@ -508,15 +512,29 @@ func verboseScheduler(ctx context.Context) error {
 // with a status drawn from 500, 503 and 429, and delays the others by a
 // time drawn from 0.2-1 s, for apiFaultWindow; it returns how many
 // requests it failed or delayed.
-func faultAPI(proxy *faultproxy.Proxy, component string, rng *rand.Rand) int {
+func faultAPI(ctx context.Context, proxy injector, component string, rng *rand.Rand) (int, error) {
 	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
 	agent := component + "/"
-	before := proxy.Injected()
-	proxy.Add(faultproxy.Rule{UserAgent: agent, Every: 3, Status: statuses[rng.IntN(len(statuses))]})
-	proxy.Add(faultproxy.Rule{UserAgent: agent, Delay: time.Duration(200+rng.IntN(800)) * time.Millisecond})
+	before, err := proxy.injected(ctx)
+	if err != nil {
+		return 0, err
+	}
+	rules := []faultproxy.Rule{
+		{UserAgent: agent, Every: 3, Status: statuses[rng.IntN(len(statuses))]},
+		{UserAgent: agent, Delay: time.Duration(200+rng.IntN(800)) * time.Millisecond},
+	}
+	for _, r := range rules {
+		if err := proxy.add(ctx, r); err != nil {
+			_ = proxy.clear(ctx)
+			return 0, err
+		}
+	}
 	time.Sleep(apiFaultWindow)
-	proxy.Clear()
-	return proxy.Injected() - before
+	if err := proxy.clear(ctx); err != nil {
+		return 0, err
+	}
+	after, err := proxy.injected(ctx)
+	return after - before, err
 }
 
 // deleteNode deletes one of the cluster's own nodes, as a node lost, and

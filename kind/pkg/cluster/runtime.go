@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -174,4 +175,15 @@ type ComponentRouter interface {
 	// do not verify, and restarts them; server "" routes them straight to
 	// kube-apiserver again. It returns the components it restarted.
 	RouteComponents(ctx context.Context, server string) ([]string, error)
+}
+
+// ControlPlaneCommander is implemented by runtimes whose control plane
+// runs on a node of its own (the kind runtime's control-plane container):
+// a command there, for tests that place a tool on the cluster's paths
+// (the soak test's fault proxy).
+type ControlPlaneCommander interface {
+	// ControlPlaneCommand runs name with args on the control-plane node,
+	// with stdin (nil: none), and returns its standard output; an error
+	// names the command and carries its standard error.
+	ControlPlaneCommand(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"regexp"
@@ -447,4 +448,22 @@ func criLogText(s string) string {
 		b.WriteString(line + "\n")
 	}
 	return b.String()
+}
+
+// ControlPlaneCommand implements cluster.ControlPlaneCommander with
+// `docker exec` on the control-plane node.
+func (r *Runtime) ControlPlaneCommand(ctx context.Context, stdin io.Reader, name string, args ...string) ([]byte, error) {
+	cp, err := r.cp()
+	if err != nil {
+		return nil, err
+	}
+	var out, errOut bytes.Buffer
+	cmd := cp.CommandContext(ctx, name, args...).SetStdout(&out).SetStderr(&errOut)
+	if stdin != nil {
+		cmd.SetStdin(stdin)
+	}
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s %s on %s: %w: %s", name, strings.Join(args, " "), r.controlPlane(), err, strings.TrimSpace(errOut.String()))
+	}
+	return out.Bytes(), nil
 }

@@ -58,13 +58,14 @@ type Runtime struct {
 }
 
 var (
-	_ cluster.Runtime            = &Runtime{}
-	_ cluster.WorkloadInstaller  = &Runtime{}
-	_ cluster.NodeDescriber      = &Runtime{}
-	_ cluster.ComponentClient    = &Runtime{}
-	_ cluster.ComponentRestarter = &Runtime{}
-	_ cluster.ReplicaRestarter   = &Runtime{}
-	_ cluster.ImageNamer         = &Runtime{}
+	_ cluster.Runtime               = &Runtime{}
+	_ cluster.WorkloadInstaller     = &Runtime{}
+	_ cluster.NodeDescriber         = &Runtime{}
+	_ cluster.ComponentClient       = &Runtime{}
+	_ cluster.ComponentRestarter    = &Runtime{}
+	_ cluster.ReplicaRestarter      = &Runtime{}
+	_ cluster.ControlPlaneCommander = &Runtime{}
+	_ cluster.ImageNamer            = &Runtime{}
 )
 
 // New returns the kind runtime for o.
