@@ -214,7 +214,8 @@ func (r *Runtime) Stopped(ctx context.Context) ([]string, error) {
 }
 
 // LogTail implements cluster.Runtime: the log of the component's newest
-// container, or kind's own log for "kind".
+// container (the leader's, for a component with a lease that is held), or
+// kind's own log for "kind".
 func (r *Runtime) LogTail(name string, lines int) (string, error) {
 	if name == "kind" {
 		data, err := os.ReadFile(r.log.path)
@@ -226,9 +227,11 @@ func (r *Runtime) LogTail(name string, lines int) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A component that failed to start may hold no lease: its newest
+	// container's log says why.
 	leader, _, err := r.leader(ctx, c)
 	if err != nil {
-		return "", err
+		leader = ""
 	}
 	list, err := r.containers(ctx)
 	if err != nil {
