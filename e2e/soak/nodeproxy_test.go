@@ -21,7 +21,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/internal/repo"
@@ -146,17 +146,36 @@ func controlPlaneIP(ctx context.Context) string {
 
 // routeDeployments sets (host "": removes) KUBERNETES_SERVICE_HOST and
 // _PORT of routed's containers, and waits until each Deployment has
-// rolled out.
+// rolled out. Their new pods tolerate framework.RealNodeTaint, which the
+// suite puts on the control-plane node they are pinned to.
 func routeDeployments(ctx context.Context, host, port string) {
 	ginkgo.GinkgoHelper()
 	c := framework.TestContext.Client.AppsV1()
 	for _, d := range routed {
-		env := fmt.Sprintf(`[{"name":"KUBERNETES_SERVICE_HOST","value":%q},{"name":"KUBERNETES_SERVICE_PORT","value":%q}]`, host, port)
-		if host == "" {
-			env = `[{"name":"KUBERNETES_SERVICE_HOST","$patch":"delete"},{"name":"KUBERNETES_SERVICE_PORT","$patch":"delete"}]`
-		}
-		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"env":%s}]}}}}`, d.container, env)
-		_, err := c.Deployments(d.namespace).Patch(ctx, d.name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got, err := c.Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			spec := &got.Spec.Template.Spec
+			i := slices.IndexFunc(spec.Containers, func(c v1.Container) bool { return c.Name == d.container })
+			if i < 0 {
+				return fmt.Errorf("it has no container %s", d.container)
+			}
+			env := slices.DeleteFunc(spec.Containers[i].Env, func(e v1.EnvVar) bool {
+				return e.Name == "KUBERNETES_SERVICE_HOST" || e.Name == "KUBERNETES_SERVICE_PORT"
+			})
+			if host != "" {
+				env = append(env, v1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host}, v1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
+			}
+			spec.Containers[i].Env = env
+			tolerate := v1.Toleration{Key: framework.RealNodeTaint.Key, Operator: v1.TolerationOpExists, Effect: framework.RealNodeTaint.Effect}
+			if !slices.Contains(spec.Tolerations, tolerate) {
+				spec.Tolerations = append(spec.Tolerations, tolerate)
+			}
+			_, err = c.Deployments(d.namespace).Update(ctx, got, metav1.UpdateOptions{})
+			return err
+		})
 		gomega.Expect(err).NotTo(gomega.HaveOccurred(), "routing Deployment %s/%s", d.namespace, d.name)
 	}
 	for _, d := range routed {
@@ -165,8 +184,7 @@ func routeDeployments(ctx context.Context, host, port string) {
 			if err != nil || got.Spec.Replicas == nil {
 				return false, nil
 			}
-			n := *got.Spec.Replicas
-			s := got.Status
+			n, s := *got.Spec.Replicas, got.Status
 			return s.ObservedGeneration >= got.Generation && s.UpdatedReplicas == n && s.AvailableReplicas == n && s.Replicas == n, nil
 		})).To(gomega.Succeed())
 	}
