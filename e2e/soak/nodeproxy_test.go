@@ -19,9 +19,12 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/gantry-dev/gantry/e2e/framework"
 	"github.com/gantry-dev/gantry/internal/repo"
@@ -123,6 +126,7 @@ func routeOnNode(ctx context.Context, c *cluster.Cluster) injector {
 	gomega.Eventually(ctx, func() error { _, err := proxy.agents(ctx); return err }).WithTimeout(30*time.Second).WithPolling(time.Second).
 		Should(gomega.Succeed(), "the fault proxy on the control-plane node does not answer (its log: %s there)", nodeProxyLog)
 	routeDeployments(ctx, ip, strconv.Itoa(nodeProxyPort))
+	gomega.Expect(kueue.WaitReady(ctx, framework.TestContext.Config, kueueDown, nil)).To(gomega.Succeed())
 	ginkgo.GinkgoWriter.Printf("fault proxy at %s on the control-plane node; routed through it: %v\n", listen, routed)
 	waitSeen(ctx, proxy, stockAPIFaultTargets)
 	return proxy
@@ -173,6 +177,12 @@ func routeDeployments(ctx context.Context, host, port string) {
 			if !slices.Contains(spec.Tolerations, tolerate) {
 				spec.Tolerations = append(spec.Tolerations, tolerate)
 			}
+			// One pod at a time is replaced, none added first: the
+			// control-plane node has no room for a surge (Kueue's manager
+			// asks for much of it).
+			got.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}}
 			_, err = c.Deployments(d.namespace).Update(ctx, got, metav1.UpdateOptions{})
 			return err
 		})
