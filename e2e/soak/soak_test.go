@@ -64,6 +64,9 @@ type shape struct {
 	// apiTargets are the components the API fault targets, by the
 	// product of their User-Agent.
 	apiTargets []string
+	// faultInterval is the mean time between two faults unless
+	// --soak-fault-interval says otherwise.
+	faultInterval time.Duration
 }
 
 // shapeOf is the shape of the suite's cluster. With Gantry's control
@@ -75,14 +78,16 @@ type shape struct {
 func shapeOf(c *cluster.Cluster) shape {
 	if framework.TestContext.ControlPlane != cluster.ControlPlaneStock {
 		components := []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", provisionerComponent}
-		return shape{name: c.Runtime().Name(), components: components, killed: append(slices.Clone(components), kueue.Component), apiTargets: apiFaultTargets}
+		return shape{name: c.Runtime().Name(), components: components, killed: append(slices.Clone(components), kueue.Component),
+			apiTargets: apiFaultTargets, faultInterval: time.Minute}
 	}
 	return shape{
-		name:       c.Runtime().Name() + "/" + cluster.ControlPlaneStock,
-		components: []string{"kube-apiserver", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent},
-		killed:     []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent, kueue.Component},
-		webhook:    true,
-		apiTargets: stockAPIFaultTargets,
+		name:          c.Runtime().Name() + "/" + cluster.ControlPlaneStock,
+		components:    []string{"kube-apiserver", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent},
+		killed:        []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager", framework.SchedulerComponent, provisionerComponent, kueue.Component},
+		webhook:       true,
+		apiTargets:    stockAPIFaultTargets,
+		faultInterval: 45 * time.Second,
 	}
 }
 
@@ -99,6 +104,9 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 	ginkgo.It("serves mixed tenant work while its components are killed, with no invariant broken", func(ctx ginkgo.SpecContext) {
 		local := framework.RequireLocal("it kills and restarts the cluster's components")
 		sh := shapeOf(local)
+		if *faultsFlag > 0 {
+			sh.faultInterval = *faultsFlag
+		}
 		seed := *seedFlag
 		if seed == 0 {
 			seed = rand.Uint64()
@@ -152,8 +160,9 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		}
 		cfg.ScaleDownUnneededTime = cluster.ScaleDownUnneededTime
 		cfg.ScaleDownInterval = 2 * time.Second // both runtimes' --scale-down-interval
-		// Components are killed about every seven faults: a lifetime holds
-		// a warm-up and two windows in a few minutes.
+		// A component is killed once a round of faults (seven kinds on the
+		// local runtime, ten on the stock shape): a lifetime holds a
+		// warm-up and two windows in a few minutes.
 		cfg.LeakWarmUp, cfg.LeakWindow = 2*time.Minute, time.Minute
 		checker := invariants.NewChecker(cfg)
 		snapshot := watch(ctx, w)
@@ -174,7 +183,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		mem := sampleMemory(memCtx, 0, componentMetrics(local, map[string]string{provisionerComponent: metricsToken(ctx)}), sh.components)
 
 		started := time.Now()
-		ginkgo.By(fmt.Sprintf("working for %s as %d tenants, a fault about every %s", *durationFlag, len(tenants), *faultsFlag))
+		ginkgo.By(fmt.Sprintf("working for %s as %d tenants, a fault about every %s", *durationFlag, len(tenants), sh.faultInterval))
 		work, stop := context.WithTimeout(ctx, *durationFlag)
 		defer stop()
 		var wg sync.WaitGroup
@@ -434,7 +443,7 @@ func routeThroughProxy(ctx context.Context, c *cluster.Cluster, sh shape) inject
 func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy injector, w *world, rng *rand.Rand, rec *recorder) {
 	var order, targets []string
 	for {
-		wait := time.Duration(float64(*faultsFlag) * (0.5 + rng.Float64()))
+		wait := time.Duration(float64(sh.faultInterval) * (0.5 + rng.Float64()))
 		select {
 		case <-ctx.Done():
 			return
