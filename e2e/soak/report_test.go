@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/gantry-dev/gantry/test/soak/invariants"
@@ -22,6 +23,35 @@ type recorder struct {
 	ops    map[string]map[string]int // kind → result (or "failed") → count
 	errors map[string][]string       // kind → the first errors
 	faults []fault
+	// apiserverKilled is when the fault loop last killed kube-apiserver
+	// and apiserverReady when it was ready again (zero while it is not).
+	apiserverKilled, apiserverReady time.Time
+}
+
+// outageSlack is how long after kube-apiserver was ready again an error
+// still counts as its outage's: an operation that failed then may have
+// sent its request before.
+const outageSlack = 5 * time.Second
+
+func (r *recorder) apiserverDown(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.apiserverKilled, r.apiserverReady = at, time.Time{}
+}
+
+func (r *recorder) apiserverUp(at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.apiserverReady = at
+}
+
+// inOutage reports whether at is within kube-apiserver's last outage: from
+// its kill to outageSlack after it was ready again.
+func (r *recorder) inOutage(at time.Time) bool {
+	if r.apiserverKilled.IsZero() || at.Before(r.apiserverKilled) {
+		return false
+	}
+	return r.apiserverReady.IsZero() || at.Before(r.apiserverReady.Add(outageSlack))
 }
 
 // fault is one injected fault.
@@ -44,6 +74,7 @@ func newRecorder() *recorder {
 
 // How an operation ended when it failed: resultFailedOutage when its error
 // is one of a kube-apiserver that is down or restarting (the run kills it),
+// or came while it was not ready again after a kill,
 // resultRefusedWebhook when admission refused it for gantry-webhook's sake,
 // resultFailed otherwise, which fails the run.
 const (
@@ -56,7 +87,7 @@ func (r *recorder) op(kind, result string, err error) {
 	defer r.mu.Unlock()
 	if err != nil {
 		switch {
-		case isUnavailable(err):
+		case isUnavailable(err) || r.inOutage(time.Now()):
 			result = resultFailedOutage
 		case webhookRefused(err):
 			result = resultRefusedWebhook
@@ -322,4 +353,33 @@ func orUnknown(s string) string {
 		return "(shape not given)"
 	}
 	return s
+}
+
+// An error while kube-apiserver is killed and not yet ready again, or
+// within outageSlack after, is the outage's; one before the kill or later
+// fails the run.
+func TestRecorderOutage(t *testing.T) {
+	r := newRecorder()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if r.inOutage(t0) {
+		t.Error("an outage before any kill")
+	}
+	r.apiserverDown(t0)
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{-time.Second, false}, {0, true}, {time.Minute, true}} {
+		if got := r.inOutage(t0.Add(c.at)); got != c.want {
+			t.Errorf("not ready yet, at %s: %v, want %v", c.at, got, c.want)
+		}
+	}
+	r.apiserverUp(t0.Add(10 * time.Second))
+	for _, c := range []struct {
+		at   time.Duration
+		want bool
+	}{{12 * time.Second, true}, {15 * time.Second, false}, {time.Minute, false}} {
+		if got := r.inOutage(t0.Add(c.at)); got != c.want {
+			t.Errorf("ready at 10s, at %s: %v, want %v", c.at, got, c.want)
+		}
+	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/gantry-dev/gantry/scheduler/profiles"
 	"github.com/gantry-dev/gantry/test/faultproxy"
 	"github.com/gantry-dev/gantry/test/soak/invariants"
+	"github.com/gantry-dev/gantry/test/util"
 )
 
 // shape is what a run reads and kills on its kind of cluster.
@@ -484,8 +485,19 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy injec
 				err = fmt.Errorf("no request of %s reached the fault proxy in %s", f.Component, apiFaultWindow)
 			}
 		default:
+			if what == apiserverComponent {
+				rec.apiserverDown(f.At)
+			}
 			err = c.RestartComponent(context.WithoutCancel(ctx), what, syscall.SIGKILL)
 			switch {
+			case what == apiserverComponent:
+				// Back once it is ready: until then it may refuse what its
+				// authorizer's caches do not hold yet (kubeadm's admin is
+				// authorized by RBAC).
+				if err == nil {
+					err = waitAPIServerReady(context.WithoutCancel(ctx))
+				}
+				rec.apiserverUp(time.Now())
 			case err != nil:
 			case what == kueue.Component:
 				// Restarted once its webhooks answer again.
@@ -504,6 +516,17 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy injec
 		}
 		rec.fault(f)
 	}
+}
+
+// apiserverComponent is kube-apiserver's component name.
+const apiserverComponent = "kube-apiserver"
+
+// waitAPIServerReady waits until kube-apiserver answers /readyz with ok.
+func waitAPIServerReady(ctx context.Context) error {
+	return util.PollSlowly(ctx, 2*time.Minute, "kube-apiserver ready", func(ctx context.Context) (bool, error) {
+		body, err := framework.TestContext.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", nil
+	})
 }
 
 // verboseScheduler raises kube-scheduler's log verbosity to 2, for the run
