@@ -83,6 +83,9 @@ type world struct {
 	// nodes are the cluster's own kwok nodes, which preemption pins its
 	// pods to and the node fault deletes and makes again.
 	nodes []v1.Node
+	// additionsOnly: kube-apiserver is upstream's, which narrows a gated
+	// pod's required affinity only by added requirements.
+	additionsOnly bool
 }
 
 // priorityClasses makes the run's priority classes, deleted after it.
@@ -240,9 +243,11 @@ func (t *tenant) preemption(ctx context.Context) (string, error) {
 }
 
 // narrowing creates a gated pod that may run on any of the cluster's own
-// nodes, narrows its required affinity to two of them (an update only
-// Gantry's kube-apiserver accepts while the pod is gated), removes the
-// gate, and checks that it was bound within the two.
+// nodes, narrows its required affinity to two of them while it is gated,
+// removes the gate, and checks that it was bound within the two. Gantry's
+// kube-apiserver takes the narrowed term in place of the old one; on the
+// stock control plane (world.additionsOnly) the narrowing is an added
+// requirement, as upstream's KEP-3838 allows.
 func (t *tenant) narrowing(ctx context.Context) (string, error) {
 	name := fmt.Sprintf("%s-g%d", t.name, t.n)
 	all := make([]string, 0, len(t.w.nodes))
@@ -275,6 +280,11 @@ func (t *tenant) narrowing(ctx context.Context) (string, error) {
 		return nil
 	}
 	if err := update("narrowing the affinity", func(p *v1.Pod) {
+		if t.w.additionsOnly {
+			terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			terms[0].MatchExpressions = append(terms[0].MatchExpressions, wrappers.In(v1.LabelHostname, narrowed...))
+			return
+		}
 		wrappers.SetRequiredTerms(p, wrappers.Term(wrappers.In(v1.LabelHostname, narrowed...)))
 	}); err != nil {
 		return "", err

@@ -118,7 +118,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 		ginkgo.By("making the tenants' namespaces, quotas, Kueue queues, governing MetadataPolicies and the priority classes of preemption")
 		gantry, err := framework.GantryClient()
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		w := &world{refused: &refusals{}, nodes: framework.KwokNodes(ctx, 4)}
+		w := &world{refused: &refusals{}, nodes: framework.KwokNodes(ctx, 4), additionsOnly: framework.TestContext.ControlPlane == cluster.ControlPlaneStock}
 		tenantConfig := rest.CopyConfig(framework.TestContext.Config)
 		tenantConfig.Wrap(w.refused.wrap)
 		w.client, err = kubernetes.NewForConfig(tenantConfig)
