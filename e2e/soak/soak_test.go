@@ -373,10 +373,14 @@ const (
 
 // apiFault is the fault that, for apiFaultWindow, fails one request in
 // three of a component's to kube-apiserver (500, 503 or 429) and delays the
-// others (0.2-1 s), at the fault proxy: each of apiFaultTargets in turn.
+// others (0.2-1 s), at the fault proxy: each of the shape's apiTargets in
+// turn. A component that sends nothing new in the window (one that only
+// watches, as Kueue's manager does while no Job comes) keeps the fault
+// until one of its requests was taken, for apiFaultLongest at most.
 const (
-	apiFault       = "API errors and latency"
-	apiFaultWindow = 15 * time.Second
+	apiFault        = "API errors and latency"
+	apiFaultWindow  = 15 * time.Second
+	apiFaultLongest = 2 * time.Minute
 )
 
 // apiFaultTargets are the components the fault proxy stands before, by the
@@ -482,7 +486,7 @@ func injectFaults(ctx context.Context, c *cluster.Cluster, sh shape, proxy injec
 			targets = targets[1:]
 			f.Injected, err = faultAPI(context.WithoutCancel(ctx), proxy, f.Component, rng)
 			if err == nil && f.Injected == 0 {
-				err = fmt.Errorf("no request of %s reached the fault proxy in %s", f.Component, apiFaultWindow)
+				err = fmt.Errorf("no request of %s reached the fault proxy in %s", f.Component, apiFaultLongest)
 			}
 		default:
 			if what == apiserverComponent {
@@ -542,8 +546,9 @@ func verboseScheduler(ctx context.Context) error {
 
 // faultAPI fails one in three of component's requests to kube-apiserver,
 // with a status drawn from 500, 503 and 429, and delays the others by a
-// time drawn from 0.2-1 s, for apiFaultWindow; it returns how many
-// requests it failed or delayed.
+// time drawn from 0.2-1 s, for apiFaultWindow and until one request was
+// taken (apiFaultLongest at most); it returns how many requests it failed
+// or delayed.
 func faultAPI(ctx context.Context, proxy injector, component string, rng *rand.Rand) (int, error) {
 	statuses := []int{http.StatusInternalServerError, http.StatusServiceUnavailable, http.StatusTooManyRequests}
 	agent := component + "/"
@@ -562,6 +567,11 @@ func faultAPI(ctx context.Context, proxy injector, component string, rng *rand.R
 		}
 	}
 	time.Sleep(apiFaultWindow)
+	for start := time.Now(); time.Since(start) < apiFaultLongest-apiFaultWindow; time.Sleep(time.Second) {
+		if n, err := proxy.injected(ctx); err != nil || n > before {
+			break
+		}
+	}
 	if err := proxy.clear(ctx); err != nil {
 		return 0, err
 	}
