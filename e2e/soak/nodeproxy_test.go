@@ -61,6 +61,10 @@ func (p nodeProxy) clear(ctx context.Context) error                    { return 
 func (p nodeProxy) injected(ctx context.Context) (int, error)          { return p.Injected(ctx) }
 func (p nodeProxy) agents(ctx context.Context) (map[string]int, error) { return p.Agents(ctx) }
 
+// gantryNamespace is where the managed overlay runs every Gantry add-on
+// (gantry-scheduler, gantry-provisioner, gantry-webhook).
+const gantryNamespace = profiles.SecondSchedulerNamespace
+
 // Where the stock shape's proxy runs on the control-plane node.
 const (
 	nodeProxyPort    = 16443
@@ -74,9 +78,9 @@ const (
 // Kueue's manager, all on the control-plane node (kind/config,
 // kind/pkg/runtime/kind).
 var routed = []struct{ namespace, name, container string }{
-	{profiles.SecondSchedulerNamespace, profiles.SecondSchedulerName, "gantry-scheduler"},
-	{profiles.SecondSchedulerNamespace, provisionerComponent, "provisioner"},
-	{profiles.SecondSchedulerNamespace, webhookComponent, "webhook"},
+	{gantryNamespace, profiles.SecondSchedulerName, "gantry-scheduler"},
+	{gantryNamespace, provisionerComponent, "provisioner"},
+	{gantryNamespace, webhookComponent, "webhook"},
 	{kueue.Namespace, kueue.Deployment, "manager"},
 }
 

@@ -154,7 +154,7 @@ var _ = framework.Describe("Gantry under faults", ginkgo.Label("soak"), ginkgo.S
 			// The managed overlay's gantry-scheduler keeps the Reservation
 			// plugin's default TTL; gantry-webhook's replicas serve
 			// admission.
-			cfg.WebhookNamespace = profiles.SecondSchedulerNamespace
+			cfg.WebhookNamespace = gantryNamespace
 			cfg.WebhookSelector = labels.SelectorFromSet(labels.Set{"app.kubernetes.io/name": webhookComponent})
 		} else {
 			cfg.TerminalReservationTTL = profiles.LocalTerminalReservationTTL

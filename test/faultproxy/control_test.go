@@ -8,18 +8,17 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // testCA is a self-signed CA: its certificate and key, PEM.
@@ -29,23 +28,21 @@ func testCA(t *testing.T) (certPEM, keyPEM []byte, pool *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "test-ca"}, key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
+	keyPEM, err = keyutil.MarshalPrivateKeyToPEM(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := x509.ParseCertificate(der)
+	certPEM, err = cert.EncodeCertificates(ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool = x509.NewCertPool()
 	pool.AddCert(ca)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), pool
+	return certPEM, keyPEM, pool
 }
 
 // A proxy on a cluster's path: a certificate the cluster's CA signed,
