@@ -36,11 +36,8 @@ tarball_platform="${host_platform}"
 declare -A stamp
 while read -r key value; do stamp[${key}]="${value}"; done < <(hack/version.sh)
 
-kubeadm_constant() {
-  local file
-  file="$(gantry::module_dir k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go"
-  sed -nE "s/^\s*$1\s*=\s*\"([^\"]+)\".*/\1/p" "${file}" | head -1
-}
+kubeadm_constants="$(gantry::module_dir k8s.io/kubernetes)/cmd/kubeadm/app/constants/constants.go"
+kubeadm_constant() { gantry::kubeadm_constant "$1" "${kubeadm_constants}"; }
 etcd_version="$(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
 etcd_version="${etcd_version#v}"
 coredns_version="$(cd hack/tools/images && go list -m -f '{{.Version}}' github.com/coredns/coredns)"

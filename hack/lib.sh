@@ -7,6 +7,11 @@ gantry::tool() { go tool -modfile="${GANTRY_ROOT}/hack/tools/go.mod" "$@"; }
 # gantry::k8s_version prints the pinned Kubernetes release, e.g. 1.36.3.
 gantry::k8s_version() { go list -m -f '{{.Version}}' k8s.io/kubernetes | sed 's/^v//'; }
 
+# gantry::kubeadm_constant <name> <constants.go> prints a string constant of
+# kubeadm's cmd/kubeadm/app/constants (DefaultEtcdVersion, CoreDNSVersion,
+# PauseVersion): the versions kubeadm asks the images of a release by.
+gantry::kubeadm_constant() { sed -nE "s/^\s*$1\s*=\s*\"([^\"]+)\".*/\1/p" "$2" | head -1; }
+
 # gantry::module_dir prints the directory of a module of the go.mod in the
 # working directory, downloading it first: `go list -m -f {{.Dir}}` prints
 # nothing for a module not yet in the cache, as on a fresh machine.

@@ -39,7 +39,7 @@ pinned() {
   local tmp; tmp="$(mktemp -d)"
   mkdir -p "${tmp}/hack"
   cp go.mod go.sum "${tmp}/"
-  cp hack/pin-kubernetes.sh "${tmp}/hack/"
+  cp hack/pin-kubernetes.sh hack/lib.sh "${tmp}/hack/"
   (cd "${tmp}" && hack/pin-kubernetes.sh "$(cd "${GANTRY_ROOT}" && gantry::k8s_version)" >/dev/null) || { rm -rf "${tmp}"; return 1; }
   local rc=0
   diff -u go.mod "${tmp}/go.mod" || { echo "go.mod replace block is stale: run make update"; rc=1; }
