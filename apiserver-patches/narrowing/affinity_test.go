@@ -185,28 +185,3 @@ func TestRejectionNamesFieldAndTerm(t *testing.T) {
 		t.Errorf("detail = %q", e.Detail)
 	}
 }
-
-func TestTolerationsUpdate(t *testing.T) {
-	type opts struct{}
-	upstreamCalled, validateCalled := 0, 0
-	upstream := func(_, _ *core.Pod, p *field.Path, _ opts) field.ErrorList {
-		upstreamCalled++
-		return field.ErrorList{field.Forbidden(p, "upstream")}
-	}
-	validate := func(_ []core.Toleration, _ *field.Path, _ opts) field.ErrorList {
-		validateCalled++
-		return nil
-	}
-	hook := TolerationsUpdate(upstream, validate)
-	tol := []core.Toleration{{Key: "gpu", Operator: core.TolerationOpExists}}
-	gated := &core.Pod{Spec: core.PodSpec{SchedulingGates: []core.PodSchedulingGate{{Name: "q"}}, Tolerations: tol}}
-	ungated := &core.Pod{Spec: core.PodSpec{Tolerations: tol}}
-	dropped := &core.Pod{}
-
-	if errs := hook(dropped, gated, field.NewPath("spec", "tolerations"), opts{}); len(errs) != 0 || validateCalled != 1 || upstreamCalled != 0 {
-		t.Errorf("gated pod dropping a toleration: errs %v, validate %d, upstream %d", errs, validateCalled, upstreamCalled)
-	}
-	if errs := hook(dropped, ungated, field.NewPath("spec", "tolerations"), opts{}); len(errs) != 1 || upstreamCalled != 1 {
-		t.Errorf("non-gated pod must get upstream's rule: errs %v, upstream %d", errs, upstreamCalled)
-	}
-}
