@@ -105,3 +105,52 @@ func TestGatedPodUpdates(t *testing.T) {
 }
 
 func setTerms(p *v1.Pod, ts []v1.NodeSelectorTerm) { wrappers.SetRequiredTerms(p, ts...) }
+
+// Numeric tolerations (KEP-5471, alpha): a gated pod may lower an Lt value
+// or drop a toleration, never loosen one; a pod without gates keeps
+// upstream's rule.
+func TestGatedPodNumericTolerations(t *testing.T) {
+	cp := framework.Start(t, "--feature-gates=TaintTolerationComparisonOperators=true")
+	ctx := context.Background()
+	pods := cp.Client.CoreV1().Pods("default")
+	numeric := func(op v1.TolerationOperator, value string) v1.Toleration {
+		return v1.Toleration{Key: "gantry.dev/rank", Operator: op, Value: value, Effect: v1.TaintEffectNoSchedule}
+	}
+	for _, tc := range []struct {
+		name    string
+		gated   bool
+		edit    []v1.Toleration
+		wantErr string
+	}{
+		{name: "lower Lt", gated: true, edit: []v1.Toleration{numeric(v1.TolerationOpLt, "3"), numeric(v1.TolerationOpGt, "9")}},
+		{name: "raise Gt and drop Lt", gated: true, edit: []v1.Toleration{numeric(v1.TolerationOpGt, "12")}},
+		{name: "Equal inside Lt", gated: true, edit: []v1.Toleration{numeric(v1.TolerationOpEqual, "2")},
+			wantErr: "toleration 0 tolerates the taint gantry.dev/rank=2:NoSchedule, which no previous toleration does"},
+		{name: "raise Lt", gated: true, edit: []v1.Toleration{numeric(v1.TolerationOpLt, "8"), numeric(v1.TolerationOpGt, "9")},
+			wantErr: "toleration 0 tolerates the taint gantry.dev/rank=7:NoSchedule"},
+		{name: "non-gated: lower Lt is upstream's error", edit: []v1.Toleration{numeric(v1.TolerationOpLt, "3"), numeric(v1.TolerationOpGt, "9")},
+			wantErr: "existing toleration can not be modified"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := strings.ToLower(strings.NewReplacer(" ", "-", ":", "", "'", "").Replace(tc.name))
+			p := wrappers.MakePod(name, "").Obj()
+			p.Spec.Tolerations = []v1.Toleration{numeric(v1.TolerationOpLt, "5"), numeric(v1.TolerationOpGt, "9")}
+			if tc.gated {
+				p.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "gantry.dev/queue"}}
+			}
+			created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			updated := created.DeepCopy()
+			updated.Spec.Tolerations = tc.edit
+			_, err = pods.Update(ctx, updated, metav1.UpdateOptions{})
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("update rejected: %v", err)
+			case tc.wantErr != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("want a 422 Invalid error containing %q, got %v", tc.wantErr, err)
+			}
+		})
+	}
+}
