@@ -310,10 +310,28 @@ func fuzzCase(t testing.TB, data []byte) outcome {
 
 // FuzzNarrowingIsSound: `go test -fuzz FuzzNarrowingIsSound ./apiserver-patches/narrowing`.
 func FuzzNarrowingIsSound(f *testing.F) {
-	for i := range 16 {
-		f.Add(fmt.Appendf(nil, "seed-%d-%s", i, "gantry narrowing"))
-	}
+	addSeeds(f, "gantry narrowing")
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzCase(t, data) })
+}
+
+// addSeeds gives a fuzz target its 16 seed inputs.
+func addSeeds(f *testing.F, name string) {
+	for i := range 16 {
+		f.Add(fmt.Appendf(nil, "seed-%d-%s", i, name))
+	}
+}
+
+// randomInputs calls visit with n pseudo-random inputs of size bytes, the
+// same ones on every run for the same seed.
+func randomInputs(n, size int, seed uint64, visit func([]byte)) {
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	for range n {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rng.IntN(256))
+		}
+		visit(data)
+	}
 }
 
 // TestNarrowingIsSoundRandomized runs the fuzz property over a fixed number
@@ -325,14 +343,7 @@ func TestNarrowingIsSoundRandomized(t *testing.T) {
 		cases = 300
 	}
 	var counts [3]int
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range cases {
-		data := make([]byte, 48)
-		for j := range data {
-			data[j] = byte(rng.IntN(256))
-		}
-		counts[fuzzCase(t, data)]++
-	}
+	randomInputs(cases, 48, 1, func(data []byte) { counts[fuzzCase(t, data)]++ })
 	t.Logf("%d cases: %d rejected, %d accepted and checked on every enumerated node, %d accepted with an old affinity the scheduler cannot parse",
 		cases, counts[rejected], counts[acceptedChecked], counts[acceptedOldInvalid])
 	if counts[rejected] < cases/20 || counts[acceptedChecked] < cases/20 {

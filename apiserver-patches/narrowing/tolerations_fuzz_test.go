@@ -2,7 +2,6 @@ package narrowing
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"regexp"
 	"testing"
 
@@ -161,9 +160,7 @@ func tolerationsCase(t testing.TB, data []byte) bool {
 
 // FuzzTolerationsNarrowing: `go test -fuzz FuzzTolerationsNarrowing ./apiserver-patches/narrowing`.
 func FuzzTolerationsNarrowing(f *testing.F) {
-	for i := range 16 {
-		f.Add(fmt.Appendf(nil, "seed-%d-%s", i, "gantry tolerations"))
-	}
+	addSeeds(f, "gantry tolerations")
 	f.Fuzz(func(t *testing.T, data []byte) { tolerationsCase(t, data) })
 }
 
@@ -176,16 +173,11 @@ func TestTolerationsNarrowingRandomized(t *testing.T) {
 		cases = 500
 	}
 	accepted := 0
-	rng := rand.New(rand.NewPCG(3, 4))
-	for range cases {
-		data := make([]byte, 32)
-		for j := range data {
-			data[j] = byte(rng.IntN(256))
-		}
+	randomInputs(cases, 32, 3, func(data []byte) {
 		if tolerationsCase(t, data) {
 			accepted++
 		}
-	}
+	})
 	t.Logf("%d cases: %d accepted and checked on every enumerated taint, %d refused with a checked witness", cases, accepted, cases-accepted)
 	if accepted < cases/10 || cases-accepted < cases/10 {
 		t.Errorf("generator is lopsided: %d of %d accepted", accepted, cases)
