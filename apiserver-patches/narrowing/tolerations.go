@@ -31,7 +31,8 @@ type TolerationsUpdateFunc[O any] func(newPod, oldPod *core.Pod, fldPath *field.
 // The check is sound whatever the scheduler's TaintTolerationComparisonOperators
 // gate: an old Lt or Gt toleration is never taken to cover a new Equal or
 // Exists one, since with the gate off the scheduler matches no taint by it.
-// Its cost is linear in the number of tolerations, up to a logarithm.
+// Beyond upstream's check, which runs first, its cost is linear in the number
+// of tolerations, up to a logarithm.
 func TolerationsUpdate[O any](upstream TolerationsUpdateFunc[O], validate func([]core.Toleration, *field.Path, O) field.ErrorList) TolerationsUpdateFunc[O] {
 	return func(newPod, oldPod *core.Pod, fldPath *field.Path, opts O) field.ErrorList {
 		upstreamErrs := upstream(newPod, oldPod, fldPath, opts)
@@ -50,7 +51,7 @@ func TolerationsNarrowing(fldPath *field.Path, newTolerations, oldTolerations []
 	cover := coverOf(oldTolerations)
 	var errs field.ErrorList
 	for i := range newTolerations {
-		taint, ok := cover.uncovered(&newTolerations[i])
+		taint, ok := cover.covers(&newTolerations[i])
 		if ok {
 			continue
 		}
@@ -147,9 +148,9 @@ func (k *keyCover) add(t *core.Toleration) {
 	// decimal integer, tolerates nothing (the scheduler's matching).
 }
 
-// uncovered reports whether everything t tolerates is covered, and when it
-// is not, describes a taint that t tolerates and the cover does not.
-func (c *tolerationCover) uncovered(t *core.Toleration) (string, bool) {
+// covers reports whether the cover tolerates everything t tolerates, and when
+// it does not, describes a taint that t tolerates and the cover does not.
+func (c *tolerationCover) covers(t *core.Toleration) (string, bool) {
 	for e := range taintEffects {
 		if t.Effect != "" && t.Effect != taintEffects[e] {
 			continue
