@@ -49,7 +49,7 @@ go mod edit "${args[@]}"
 echo "pinned k8s.io/kubernetes v${version}; ${#modules[@]} staging modules replaced to ${staging}"
 
 # The constants kubeadm of the new release asks its images by.
-constants="$(go mod download -json "k8s.io/kubernetes@v${version}" | sed -nE 's/^\s*"Dir": "(.*)",?$/\1/p')/cmd/kubeadm/app/constants/constants.go"
+constants="$(gantry::module_dir "k8s.io/kubernetes@v${version}")/cmd/kubeadm/app/constants/constants.go"
 etcd="$(gantry::kubeadm_constant DefaultEtcdVersion "${constants}")"
 coredns="$(gantry::kubeadm_constant CoreDNSVersion "${constants}")"
 if [[ -z "${etcd}" || -z "${coredns}" ]]; then
