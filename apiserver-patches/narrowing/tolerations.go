@@ -219,31 +219,23 @@ func (k *keyCover) gapIn(lo, hi int64, top bool) (int64, bool) {
 	if lo > hi {
 		return 0, true
 	}
-	// The Equal points must fill [lo, hi]. They are sorted and unique, so
-	// the run of consecutive points from one end must reach the other.
+	// The Equal points must fill [lo, hi]. They are sorted and unique
+	// integers, so p[i+d] - d never decreases in d: the first point off the
+	// run that starts at lo (or, from the top, ends at hi) is found by
+	// binary search, and the check costs two logarithms whatever the input.
 	p := k.points
-	if top {
-		i := sort.Search(len(p), func(i int) bool { return p[i] > hi }) - 1
-		for next := hi; ; next-- {
-			if i < 0 || p[i] != next {
-				return next, false
-			}
-			if next == lo {
-				return 0, true
-			}
-			i--
-		}
-	}
 	i := sort.Search(len(p), func(i int) bool { return p[i] >= lo })
-	for next := lo; ; next++ {
-		if i >= len(p) || p[i] != next {
-			return next, false
-		}
-		if next == hi {
-			return 0, true
-		}
-		i++
+	j := sort.Search(len(p), func(i int) bool { return p[i] > hi })
+	n := j - i // points in [lo, hi]
+	if uint64(n) == uint64(hi)-uint64(lo)+1 {
+		return 0, true
 	}
+	if top {
+		d := sort.Search(n, func(d int) bool { return p[j-1-d] < hi-int64(d) })
+		return hi - int64(d), false
+	}
+	d := sort.Search(n, func(d int) bool { return p[i+d] > lo+int64(d) })
+	return lo + int64(d), false
 }
 
 // decimalInt64 parses a toleration or taint value the way the scheduler's
