@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -155,10 +154,6 @@ func (m *draManager) DeviceClasses() fwk.DeviceClassLister     { return classLis
 // requesting one fits only nodes that advertise it, as without DRA.
 func (m *draManager) DeviceClassResolver() fwk.DeviceClassResolver { return noResolver{} }
 
-// PodGroups serves none: the DRAWorkloadResourceClaims gate (alpha, off)
-// is the only reader.
-func (m *draManager) PodGroups() fwk.PodGroupLister { return noPodGroups{} }
-
 // sliceList is the simulation's ResourceSlices. DeviceTaintRules
 // (DRADeviceTaintRules, an off-by-default beta API) are not applied; taints
 // in the slices are.
@@ -189,12 +184,6 @@ func (c classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 type noResolver struct{}
 
 func (noResolver) GetDeviceClass(v1.ResourceName) *resourceapi.DeviceClass { return nil }
-
-type noPodGroups struct{}
-
-func (noPodGroups) Get(namespace, name string) (*schedulingapi.PodGroup, error) {
-	return nil, apierrors.NewNotFound(schedulingapi.Resource("podgroups"), name)
-}
 
 // claimTracker is the ResourceClaims of one simulation: the cluster's
 // (through the lister), shadowed by the claims the simulation made or

@@ -104,12 +104,24 @@ func New(ctx context.Context, profile *config.KubeSchedulerProfile, client kuber
 	return s, nil
 }
 
+// unqueuedHandle is the DynamicResources plugin's handle in a simulation.
+// The plugin reads the informer factory only to index pods by claim for its
+// queueing hints, under a name made of the profile's, which every instance
+// shares; a simulation queues nothing. It gets a factory of its own, never
+// started, so the index neither clashes across instances nor costs anything.
+type unqueuedHandle struct {
+	fwk.Handle
+	factory informers.SharedInformerFactory
+}
+
+func (h unqueuedHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
+
 func newInstance(ctx context.Context, profile *config.KubeSchedulerProfile, client kubernetes.Interface, factory informers.SharedInformerFactory, dra *draManager) (*instance, []string, error) {
 	registry := plugins.NewInTreeRegistry()
 	inst := &instance{dra: dra}
 	if newDRA, ok := registry[names.DynamicResources]; ok {
 		registry[names.DynamicResources] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			p, err := newDRA(ctx, args, h)
+			p, err := newDRA(ctx, args, unqueuedHandle{Handle: h, factory: informers.NewSharedInformerFactory(client, 0)})
 			if err != nil {
 				return nil, err
 			}

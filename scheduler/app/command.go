@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/tools/cache"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -97,6 +98,15 @@ func runCommand(cmd *cobra.Command, opts *options.Options, gantryOpts *GantryOpt
 	}
 	if gantryOpts.CRDSyncTimeout <= 0 {
 		return fmt.Errorf("--crd-sync-timeout must be positive, got %s", gantryOpts.CRDSyncTimeout)
+	}
+	// As upstream's command: the informers are named for their metrics. A
+	// name is unique in a process, so only the command sets it.
+	if opts.InformerName == nil {
+		name, err := cache.NewInformerName("kube-scheduler")
+		if err != nil {
+			return err
+		}
+		opts.InformerName = name
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -52,7 +52,7 @@ const componentName = "kube-scheduler"
 // informers and plugin controllers. Plugin controllers run only while this
 // instance leads. It returns when ctx ends or leadership is lost.
 //
-// It follows upstream's Run of k8s.io/kubernetes v1.36.3
+// It follows upstream's Run of k8s.io/kubernetes v1.37.2
 // (cmd/kube-scheduler/app/server.go), the one part of Gantry's scheduler
 // that restates upstream's start-up rather than calling it: on a Kubernetes
 // bump, compare the two and carry over what changed.
@@ -295,7 +295,7 @@ func installGantryEndpoints(m *mux.PathRecorderMux, enableProfiling bool, ext *f
 // authentication and authorization, as upstream does for all of them. The
 // request-info resolver has no API prefixes: every path, /gantry/v1/...
 // included, is authorized as a non-resource URL.
-func withServingFilters(h http.Handler, authn authenticator.Request, authz authorizer.Authorizer) http.Handler {
+func withServingFilters(h http.Handler, authn authenticator.Request, authz authorizer.UnconditionalAuthorizer) http.Handler {
 	resolver := &apirequest.RequestInfoFactory{}
 	h = genericapifilters.WithAuthorization(h, authz, scheme.Codecs)
 	h = genericapifilters.WithAuthentication(h, authn, genericapifilters.Unauthorized(scheme.Codecs), nil, nil)

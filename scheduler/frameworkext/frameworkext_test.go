@@ -296,7 +296,7 @@ func TestNodeView(t *testing.T) {
 	preemptor := wrappers.MakePod("p", "team").UID("uid-p").Requests("cpu", "3").NominatedNodeName("n1").Obj()
 	other := wrappers.MakePod("q", "team").UID("uid-q").Requests("cpu", "1").Obj()
 
-	cache := internalcache.New(ctx, nil, false)
+	cache := internalcache.New(ctx, nil, false, false)
 	cache.AddNode(logger, node)
 	for _, p := range []*v1.Pod{bound, reserved} {
 		if err := cache.AddPod(logger, p); err != nil {
@@ -305,7 +305,7 @@ func TestNodeView(t *testing.T) {
 	}
 	// The nominator nominates only pods its lister knows, unbound. The
 	// queue nominates a pod it takes in by its status.nominatedNodeName.
-	queue := internalqueue.NewTestQueueWithObjects(ctx, func(fwk.QueuedPodInfo, fwk.QueuedPodInfo) bool { return false }, []runtime.Object{preemptor, other})
+	queue := internalqueue.NewTestQueueWithObjects(ctx, func(fwk.QueuedEntityInfo, fwk.QueuedEntityInfo) bool { return false }, []runtime.Object{preemptor, other})
 	queue.Add(ctx, preemptor)
 	queue.AddNominatedPod(logger, &framework.PodInfo{Pod: other}, &fwk.NominatingInfo{NominatingMode: fwk.ModeOverride, NominatedNodeName: "n2"})
 

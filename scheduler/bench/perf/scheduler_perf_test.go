@@ -16,7 +16,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 	"github.com/gantry-dev/gantry/scheduler/app"
 	"github.com/gantry-dev/gantry/scheduler/bench/benchutil"

@@ -74,7 +74,9 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 		ext := eh.Extender()
 		pl.exec.lookupProvider = func() reservepod.Provider { return reservepod.ProviderOf(ext) }
 	}
-	pl.ev = preemption.NewEvaluator(Name, fh, pl, nil)
+	// The evaluator runs no API work (pl.exec does), but reads upstream's
+	// executor for the features it was built with.
+	pl.ev = preemption.NewEvaluator(Name, fh, pl, up.Executor)
 	pl.exec.preemptorGone = preemptorGone(pl.ev.PodLister)
 	return pl, nil
 }
@@ -232,8 +234,9 @@ func (pl *Plugin) PodEligibleToPreemptOthers(ctx context.Context, pod *v1.Pod, n
 // pods placed in them have their priority as victims (see
 // reservepod.VictimPriority): an Available reservation of lower priority
 // than the preemptor is a candidate victim, and an owner pod keeps its
-// reservation's protection. nodeInfo is the evaluator's copy.
-func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+// reservation's protection. nodeInfo is the evaluator's copy; the victims
+// the evaluator listed from the shared node are listed again from it.
+func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo, _ []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	// Victims another preemption is deleting, or has deleted while the
 	// cache still shows them, are as good as gone: counting them again
@@ -254,10 +257,63 @@ func (pl *Plugin) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState,
 			return nil, 0, fwk.AsStatus(err)
 		}
 	}
-	if err := withVictimPriorities(logger, nodeInfo, pl.exec.allocations()); err != nil {
+	allocs := pl.exec.allocations()
+	if err := withVictimPriorities(logger, nodeInfo, allocs); err != nil {
 		return nil, 0, fwk.AsStatus(err)
 	}
-	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, pdbs)
+	victims, err := pl.ev.GetVictimsOnNode(ctx, nodeInfo)
+	if err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
+	victims, err = groupVictims(victims, isPreempted, allocs)
+	if err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
+	return pl.upstream.SelectVictimsOnNode(ctx, state, pod, nodeInfo, victims, pdbs)
+}
+
+// groupVictims fixes the victims that are gangs (PodGroups evicted whole,
+// listed only with GenericWorkload on). Their members come from the
+// scheduler's snapshot, not the node copy: a member already being preempted
+// leaves the gang (removing it again would fail the node), and a member an
+// owned reservation protects protects the whole gang, which is evicted as
+// one. Single pods were listed from the node copy and are kept as they are.
+func groupVictims(victims []*preemption.DomainVictim, isPreempted func(types.UID) bool, allocs reservepod.Allocations) ([]*preemption.DomainVictim, error) {
+	out := victims[:0]
+	for _, dv := range victims {
+		if !dv.IsGroup() {
+			out = append(out, dv)
+			continue
+		}
+		prio := dv.Priority()
+		var pods []fwk.PodInfo
+		for _, pi := range dv.Pods() {
+			p := pi.GetPod()
+			if isPreempted(p.UID) {
+				continue
+			}
+			pods = append(pods, pi)
+			if vp := reservepod.VictimPriority(p, allocs); vp > podPriority(p) && vp > prio {
+				prio = vp
+			}
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		if len(pods) == len(dv.Pods()) && prio == dv.Priority() {
+			out = append(out, dv)
+			continue
+		}
+		v, err := preemption.NewVictim(pods, prio, dv.Type())
+		if err != nil {
+			return nil, err
+		}
+		// A copy keeps the victim's affected nodes, which only upstream sets.
+		fixed := *dv
+		fixed.Victim = v
+		out = append(out, &fixed)
+	}
+	return out, nil
 }
 
 // withVictimPriorities rewrites, in a node copy, the priority of the pods

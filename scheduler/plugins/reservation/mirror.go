@@ -28,8 +28,8 @@ type podCache interface {
 // podQueue is the part of the scheduling queue the store drives.
 type podQueue interface {
 	Add(ctx context.Context, pod *v1.Pod)
-	Delete(pod *v1.Pod)
-	AddUnschedulableIfNotPresent(logger klog.Logger, pInfo *framework.QueuedPodInfo, podSchedulingCycle int64) error
+	Delete(logger klog.Logger, pod *v1.Pod)
+	AddUnschedulablePodIfNotPresent(logger klog.Logger, pInfo *framework.QueuedPodInfo, podSchedulingCycle int64) error
 	SchedulingCycle() int64
 	Done(types.UID)
 	MoveAllToActiveOrBackoffQueue(logger klog.Logger, event fwk.ClusterEvent, oldObj, newObj interface{}, preCheck queue.PreEnqueueCheck)
@@ -61,7 +61,7 @@ func (s *store) reconcile(e *entry) {
 			s.queue.Add(klog.NewContext(context.Background(), s.logger), e.pod)
 			e.queued = true
 		case !wantQueued && e.queued:
-			s.queue.Delete(e.pod)
+			s.queue.Delete(s.logger, e.pod)
 			e.queued = false
 		}
 	}

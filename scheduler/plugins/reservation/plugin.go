@@ -322,7 +322,7 @@ func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler,
 	if nominating.Mode() == fwk.ModeOverride {
 		sh.store.nominate(uid, nominating.NominatedNodeName)
 	}
-	if err := q.AddUnschedulableIfNotPresent(logger, podInfo, q.SchedulingCycle()); err != nil {
+	if err := q.AddUnschedulablePodIfNotPresent(logger, podInfo, q.SchedulingCycle()); err != nil {
 		logger.Error(err, "Requeueing reservation", "reservation", pod.Name)
 	}
 }

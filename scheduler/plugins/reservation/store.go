@@ -218,7 +218,7 @@ func (s *store) remove(r *schedv1alpha1.Reservation) {
 		s.unindex(e)
 	}
 	if e.queued && s.queue != nil {
-		s.queue.Delete(e.pod)
+		s.queue.Delete(s.logger, e.pod)
 		e.queued = false
 	}
 	s.uncache(e.pod)

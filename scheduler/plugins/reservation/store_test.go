@@ -34,8 +34,8 @@ type recordingQueue struct {
 }
 
 func (q *recordingQueue) Add(_ context.Context, p *v1.Pod) { q.added = append(q.added, p.Name) }
-func (q *recordingQueue) Delete(p *v1.Pod)                 { q.deleted = append(q.deleted, p.Name) }
-func (q *recordingQueue) AddUnschedulableIfNotPresent(_ klog.Logger, pi *framework.QueuedPodInfo, _ int64) error {
+func (q *recordingQueue) Delete(_ klog.Logger, p *v1.Pod)  { q.deleted = append(q.deleted, p.Name) }
+func (q *recordingQueue) AddUnschedulablePodIfNotPresent(_ klog.Logger, pi *framework.QueuedPodInfo, _ int64) error {
 	q.unschedulable = append(q.unschedulable, pi.Pod.Name)
 	return nil
 }
@@ -56,7 +56,7 @@ func newFixture(t *testing.T, nodes ...*v1.Node) *fixture {
 	logger, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
-	c := internalcache.New(ctx, nil, false)
+	c := internalcache.New(ctx, nil, false, false)
 	for _, n := range nodes {
 		c.AddNode(logger, n)
 	}
