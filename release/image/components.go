@@ -5,9 +5,9 @@ import "strings"
 // Versions are the versions the images are built from; hack/images.sh reads
 // them from go.mod and hack/version.sh so that nothing here is hard-coded.
 type Versions struct {
-	// Kube is the pinned Kubernetes release, e.g. v1.36.3.
+	// Kube is the pinned Kubernetes release, e.g. v1.37.2.
 	Kube string
-	// Gantry is Gantry's stamp, e.g. v1.36.3+gantry.0123456789ab.
+	// Gantry is Gantry's stamp, e.g. v1.37.2+gantry.0123456789ab.
 	Gantry string
 	// Etcd, CoreDNS, Kwok and Pause are the upstream versions of the
 	// third-party components, e.g. 3.6.8, v1.14.2, v0.8.0, 3.10.

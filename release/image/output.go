@@ -22,7 +22,7 @@ import (
 const annotationContainerdName = "io.containerd.image.name"
 
 // Ref is the reference of one of the component's tags under a registry
-// (e.g. "gantry.local/kube-apiserver:v1.36.3").
+// (e.g. "gantry.local/kube-apiserver:v1.37.2").
 func Ref(registry string, c Component, tag string) (name.Tag, error) {
 	return name.NewTag(strings.TrimSuffix(registry, "/")+"/"+c.Name+":"+tag, name.WeakValidation)
 }
@@ -188,7 +188,7 @@ func readLayout(dir string) (v1.ImageIndex, *v1.IndexManifest, error) {
 }
 
 // LayoutDigests returns the digest of every reference of the OCI layout
-// WriteLayout wrote at dir (e.g. "gantry.local/kube-scheduler:v1.36.3" to
+// WriteLayout wrote at dir (e.g. "gantry.local/kube-scheduler:v1.37.2" to
 // its multi-arch index's "sha256:...").
 func LayoutDigests(dir string) (map[string]string, error) {
 	_, m, err := readLayout(dir)

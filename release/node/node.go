@@ -79,7 +79,7 @@ type Options struct {
 	Platform image.Platform
 	// Archives are docker-load archives of the images to preload.
 	Archives []string
-	// KubeVersion is what kind reads from /kind/version, e.g. v1.36.3.
+	// KubeVersion is what kind reads from /kind/version, e.g. v1.37.2.
 	KubeVersion string
 	// SandboxImage is the pause image containerd runs pods with.
 	SandboxImage string

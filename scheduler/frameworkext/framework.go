@@ -59,10 +59,17 @@ func (f *extendedFramework) RunFilterPluginsWithNominatedPods(ctx context.Contex
 }
 
 // GetNodeHint returns upstream's batching hint when it has one, else the
-// first node a NodeHinter plugin names (see NodeHinter).
+// first node a NodeHinter plugin names (see NodeHinter). Upstream's batching
+// is not asked for a pod whose filter hooks are active (a plugin's PreFilter
+// did not return Skip): before it hints, it filters and re-scores the node
+// it last chose through the profile's own framework, which runs no hooks, so
+// it would rank that node as the hooks do not see it (for a reservation's
+// owner: full, and not its reservation's).
 func (f *extendedFramework) GetNodeHint(ctx context.Context, pod *v1.Pod, signature fwk.PodSignature, state fwk.CycleState, cycleCount int64) string {
-	if hint := f.Framework.GetNodeHint(ctx, pod, signature, state, cycleCount); hint != "" {
-		return hint
+	if !f.profile.filterHooksActive(state) {
+		if hint := f.Framework.GetNodeHint(ctx, pod, signature, state, cycleCount); hint != "" {
+			return hint
+		}
 	}
 	if len(f.profile.hint) == 0 {
 		return ""
@@ -147,6 +154,21 @@ func (ps *profileState) beforeFilter(ctx context.Context, state fwk.CycleState, 
 		}
 	}
 	return pod, info, nil
+}
+
+// filterHooksActive reports whether a filter hook runs for the cycle's pod:
+// its plugin's PreFilter did not return Skip.
+func (ps *profileState) filterHooksActive(state fwk.CycleState) bool {
+	if len(ps.filter) == 0 {
+		return false
+	}
+	skip := state.GetSkipFilterPlugins()
+	for _, t := range ps.filter {
+		if !skip.Has(t.Name()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (ps *profileState) beforeScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*v1.Pod, []fwk.NodeInfo, *fwk.Status) {

@@ -255,6 +255,28 @@ func TestNodeHints(t *testing.T) {
 	}
 }
 
+// Upstream's batching re-checks the node it last chose without the filter
+// hooks: it is not asked for a pod whose hooks run.
+func TestNodeHintsSkipBatchingUnderFilterHooks(t *testing.T) {
+	ps := &profileState{plugins: map[string]fwk.Plugin{"Hook": hookPlugin{"Hook"}, "Hinter": hintPlugin{"Hinter", "n1"}}}
+	ps.orderHooks(&config.Plugins{
+		PreFilter: config.PluginSet{Enabled: []config.Plugin{{Name: "Hook"}, {Name: "Hinter"}}},
+		Filter:    config.PluginSet{Enabled: []config.Plugin{{Name: "Hook"}}},
+	})
+	upstream := &batchFramework{hint: "batched"}
+	f := &extendedFramework{Framework: upstream, ext: New(), profile: ps}
+	ctx := context.Background()
+
+	if got := f.GetNodeHint(ctx, &v1.Pod{}, nil, framework.NewCycleState(), 1); got != "n1" {
+		t.Errorf("hint with the filter hook active = %q, want n1 (the plugin's, not the batch's)", got)
+	}
+	state := framework.NewCycleState()
+	state.SetSkipFilterPlugins(sets.New("Hook", "Hinter"))
+	if got := f.GetNodeHint(ctx, &v1.Pod{}, nil, state, 2); got != "batched" {
+		t.Errorf("hint with the hook skipped = %q, want the batch's", got)
+	}
+}
+
 // A value one plugin Sets under a key is what another Looks up in the same
 // scheduler, and nothing in another; an interface-typed key holds nil as
 // "none", and another key of the same name and type is another slot.

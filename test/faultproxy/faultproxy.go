@@ -35,7 +35,7 @@ type Rule struct {
 	// PathPart is a part of the request's path.
 	PathPart string `json:"pathPart,omitempty"`
 	// UserAgent is a prefix of the request's User-Agent: a component's
-	// name, as client-go sends it ("kube-scheduler/v1.36.3 ...").
+	// name, as client-go sends it ("kube-scheduler/v1.37.2 ...").
 	UserAgent string `json:"userAgent,omitempty"`
 	// Every, above 1, makes the rule take only every Every-th request it
 	// matches.

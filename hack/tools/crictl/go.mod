@@ -1,6 +1,10 @@
 // Module crictl pins crictl, the CRI command line a kind node carries for
-// debugging its containers (`docker exec <node> crictl ps`). Its own module:
-// cri-tools v1.37.0, the release the Go module proxy serves nearest
+// debugging its containers (`docker exec <node> crictl ps`): cri-tools
+// v1.37.0, the release of the pinned Kubernetes minor. Its own module: it
+// requires the k8s.io libraries (client-go, cri-api, kubelet) at versions
+// of its own, which would move containerd's in hack/tools/node. crictl
+// speaks the stable CRI v1 API that containerd 2.3 serves.
+module proxy serves nearest
 // Kubernetes 1.36 (v1.36.0 is not served), requires the v0.37 k8s.io
 // libraries (client-go, cri-api, kubelet), which would move containerd's in
 // hack/tools/node. crictl speaks the stable CRI v1 API that containerd 2.3

@@ -238,12 +238,12 @@ func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint,
 	return nil, nil
 }
 
-// SignPod lets pods be batched (KEP-5598) when they own the same
-// reservations: the set's name is part of the signature, so the scheduler
-// reuses a cycle's results only for pods whose reservations are the same.
-// A hinted node is still filtered with the filter hook, so a batched owner
-// gets the same capacity check and claim as any other. Reservations
-// themselves are not batched.
+// SignPod keeps owners apart in batching (KEP-5598): the name of the set of
+// reservations a pod owns is part of its signature, so no owner shares one
+// with a pod that owns none, or other reservations. An owner's own cycle
+// never takes a batch's hint (the filter hook runs for it, see
+// frameworkext's GetNodeHint); HintNode leads it to its reservation.
+// Reservations themselves are not batched.
 func (pl *Plugin) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	if reservepod.Is(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reservations are not batched")

@@ -292,6 +292,9 @@ func failureMessage(node string, status *fwk.Status, fitErr *framework.FitError)
 // the status controller. No Pod API object is involved.
 func (sh *shared) handleFailure(ctx context.Context, sched *scheduler.Scheduler, podInfo *framework.QueuedPodInfo, status *fwk.Status, nominating *fwk.NominatingInfo) {
 	logger := klog.FromContext(ctx)
+	// As upstream's handler: the caller's pod info is not edited (a pod
+	// group's scheduling keeps using its members' infos).
+	podInfo = podInfo.DeepCopy()
 	q := sched.SchedulingQueue
 	uid := podInfo.Pod.UID
 	var fitErr *framework.FitError

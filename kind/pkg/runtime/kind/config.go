@@ -23,7 +23,7 @@ const (
 type configParams struct {
 	Name    string
 	Workers int
-	// NodeImage is Gantry's node image, e.g. gantry.local/kind-node:v1.36.3.
+	// NodeImage is Gantry's node image, e.g. gantry.local/kind-node:v1.37.2.
 	NodeImage string
 	// ImageRepository is where kubeadm takes the control-plane images from:
 	// the registry part of the preloaded images (gantry.local).

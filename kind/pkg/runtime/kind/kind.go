@@ -45,7 +45,7 @@ func init() {
 // Runtime is the kind runtime.
 type Runtime struct {
 	o *cluster.Options
-	// kubeVersion is the pinned Kubernetes release, e.g. v1.36.3.
+	// kubeVersion is the pinned Kubernetes release, e.g. v1.37.2.
 	kubeVersion string
 	nodeImage   string
 	// plane is the cluster's control plane: the one recorded when it was

@@ -36,7 +36,7 @@ func newNode() *cobra.Command {
 	f.StringVar(&o.binDir, "bin-dir", "", "directory with kubelet, kubeadm, kubectl, containerd, ctr, the shim and the CNI plugins")
 	f.StringVar(&o.platform, "platform", "linux/amd64", "the node's platform")
 	f.StringSliceVar(&o.archives, "archive", nil, "docker-load archive of an image to preload (repeat)")
-	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version kind reads from /kind/version, e.g. v1.36.3")
+	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version kind reads from /kind/version, e.g. v1.37.2")
 	f.StringVar(&o.gantryVersion, "gantry-version", "", "Gantry's version stamp")
 	f.StringVar(&o.sandboxImage, "sandbox-image", "", "pause image containerd runs pods with, e.g. gantry.local/pause:3.10.2")
 	f.StringVar(&o.out, "out", "_output/images", "output directory")

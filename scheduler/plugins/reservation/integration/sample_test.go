@@ -148,3 +148,63 @@ func waitBound(t *testing.T, pods corev1client.PodInterface, name string) *v1.Po
 	})
 	return got
 }
+
+// batchable is pluginConfig that lets the default plugins sign pods.
+const batchable = `  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+`
+
+// TestBatchedOwnersStayInTheirReservations: owners of the same
+// reservations share a batching signature and come one after another. Two
+// reservations of 1 CPU on one node, owners of 2 CPU: none holds an owner
+// whole, so no owner is hinted to them and each goes through a full cycle,
+// which upstream's batching keeps for the next. The second owner must still
+// land in the second reservation. Upstream's batching would hint it off:
+// it checks and re-scores the node it last chose without the filter hook,
+// which sees that node as the owner does not (the reservation counted as
+// taken, its score lost), and ranks the empty nodes first.
+func TestBatchedOwnersStayInTheirReservations(t *testing.T) {
+	e := &env{Env: schedtest.Setup(t), t: t}
+	e.CreateNodes(3, "8")
+	ctx := context.Background()
+	// PodTopologySpread signs no pod while it has default constraints
+	// (upstream's default): without them, pods are batched.
+	e.StartScheduler(schedtest.GantryProfile + batchable)
+	rsv := e.Gantry.SchedulingV1alpha1().Reservations()
+	pods := e.Client.CoreV1().Pods("default")
+
+	for _, name := range []string{"r-a", "r-b"} {
+		r := wrappers.MakeReservation(name, "cpu", "1").
+			OwnerLabels("default", map[string]string{"app": "owner"}).AllocateOnce(true).NodeName("node-1").Obj()
+		if _, err := rsv.Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	util.Must(t).Poll(ctx, util.LongTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
+		list, err := rsv.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, r := range list.Items {
+			if r.Status.Phase != schedv1alpha1.ReservationAvailable {
+				return false, nil
+			}
+		}
+		return len(list.Items) == 2, nil
+	})
+	want := map[string]string{"owner-0": "r-a", "owner-1": "r-b"}
+	for _, name := range []string{"owner-0", "owner-1"} {
+		if _, err := pods.Create(ctx, ownerPod(name, "2"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, r := range want {
+		got := waitBound(t, pods, name)
+		var alloc schedv1alpha1.ReservationAllocation
+		if got.Spec.NodeName != "node-1" || jsonUnmarshal(got.Annotations[schedv1alpha1.AnnotationAllocated], &alloc) != nil || alloc.Name != r {
+			t.Errorf("%s was bound to %s with allocation %q; want node-1, in reservation %s", name, got.Spec.NodeName, got.Annotations[schedv1alpha1.AnnotationAllocated], r)
+		}
+	}
+}
