@@ -22,13 +22,18 @@ package validation
 import (
 	"os"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/kubernetes/pkg/apis/core"
+
 	"github.com/gantry-dev/gantry/apiserver-patches/narrowing"
 )
 
 func init() {
 	if os.Getenv("GANTRY_NARROWING") != "" {
 		ValidateGatedNodeAffinityMutation = narrowing.ValidateNodeAffinityMutation
-		ValidatePodTolerationsUpdate = narrowing.TolerationsUpdate(ValidatePodTolerationsUpdate, ValidateTolerations)
+		ValidatePodTolerationsUpdate = narrowing.TolerationsUpdate(ValidatePodTolerationsUpdate, func(t []core.Toleration, p *field.Path, opts PodValidationOptions) field.ErrorList {
+			return ValidateTolerations(t, p, opts, KeyFormatCovered)
+		})
 	}
 }
 GO
