@@ -4,11 +4,6 @@
 // requires the k8s.io libraries (client-go, cri-api, kubelet) at versions
 // of its own, which would move containerd's in hack/tools/node. crictl
 // speaks the stable CRI v1 API that containerd 2.3 serves.
-module proxy serves nearest
-// Kubernetes 1.36 (v1.36.0 is not served), requires the v0.37 k8s.io
-// libraries (client-go, cri-api, kubelet), which would move containerd's in
-// hack/tools/node. crictl speaks the stable CRI v1 API that containerd 2.3
-// serves.
 module github.com/gantry-dev/gantry/hack/tools/crictl
 
 go 1.26.8
