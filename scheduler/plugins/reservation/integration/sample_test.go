@@ -38,25 +38,12 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 
 	const owners = 8
 	nodeOf := func(i int) string { return fmt.Sprintf("node-%d", (i*71+13)%sampleNodes) }
+	var reservations []*schedv1alpha1.Reservation
 	for i := range owners + 1 {
-		r := wrappers.MakeReservation(fmt.Sprintf("r-%d", i), "cpu", "1").
-			OwnerPod("default", fmt.Sprintf("owner-%d", i)).AllocateOnce(true).NodeName(nodeOf(i)).Obj()
-		if _, err := rsv.Create(ctx, r, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		reservations = append(reservations, wrappers.MakeReservation(fmt.Sprintf("r-%d", i), "cpu", "1").
+			OwnerPod("default", fmt.Sprintf("owner-%d", i)).AllocateOnce(true).NodeName(nodeOf(i)).Obj())
 	}
-	util.Must(t).Poll(ctx, util.LongTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
-		list, err := rsv.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, r := range list.Items {
-			if r.Status.Phase != schedv1alpha1.ReservationAvailable {
-				return false, fmt.Errorf("%s is %s", r.Name, r.Status.Phase)
-			}
-		}
-		return len(list.Items) == owners+1, nil
-	})
+	createAvailable(t, e, reservations...)
 
 	usedBefore, elsewhereBefore := ownerHints(t, "used"), ownerHints(t, "elsewhere")
 	// One at a time, so that each owner's cycle starts its sample where the
@@ -125,6 +112,31 @@ func TestOwnerFindsItsReservationOutsideTheSample(t *testing.T) {
 	}
 }
 
+// createAvailable creates the reservations and waits until all of them
+// are Available.
+func createAvailable(t *testing.T, e *env, rs ...*schedv1alpha1.Reservation) {
+	t.Helper()
+	ctx := context.Background()
+	client := e.Gantry.SchedulingV1alpha1().Reservations()
+	for _, r := range rs {
+		if _, err := client.Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	util.Must(t).Poll(ctx, util.LongTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
+		list, err := client.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, r := range list.Items {
+			if r.Status.Phase != schedv1alpha1.ReservationAvailable {
+				return false, fmt.Errorf("%s is %s", r.Name, r.Status.Phase)
+			}
+		}
+		return len(list.Items) == len(rs), nil
+	})
+}
+
 // ownerHints reads gantry_reservation_owner_hints_total{result} from the
 // process's registry, where the scheduler under test registers it; 0 before
 // the plugin has counted a hint of that result.
@@ -172,28 +184,14 @@ func TestBatchedOwnersStayInTheirReservations(t *testing.T) {
 	// PodTopologySpread signs no pod while it has default constraints
 	// (upstream's default): without them, pods are batched.
 	e.StartScheduler(schedtest.GantryProfile + batchable)
-	rsv := e.Gantry.SchedulingV1alpha1().Reservations()
 	pods := e.Client.CoreV1().Pods("default")
 
+	var rs []*schedv1alpha1.Reservation
 	for _, name := range []string{"r-a", "r-b"} {
-		r := wrappers.MakeReservation(name, "cpu", "1").
-			OwnerLabels("default", map[string]string{"app": "owner"}).AllocateOnce(true).NodeName("node-1").Obj()
-		if _, err := rsv.Create(ctx, r, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		rs = append(rs, wrappers.MakeReservation(name, "cpu", "1").
+			OwnerLabels("default", map[string]string{"app": "owner"}).AllocateOnce(true).NodeName("node-1").Obj())
 	}
-	util.Must(t).Poll(ctx, util.LongTimeout, "reservations Available", func(ctx context.Context) (bool, error) {
-		list, err := rsv.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, r := range list.Items {
-			if r.Status.Phase != schedv1alpha1.ReservationAvailable {
-				return false, nil
-			}
-		}
-		return len(list.Items) == 2, nil
-	})
+	createAvailable(t, e, rs...)
 	want := map[string]string{"owner-0": "r-a", "owner-1": "r-b"}
 	for _, name := range []string{"owner-0", "owner-1"} {
 		if _, err := pods.Create(ctx, ownerPod(name, "2"), metav1.CreateOptions{}); err != nil {
