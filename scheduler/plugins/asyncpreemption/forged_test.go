@@ -5,10 +5,14 @@ import (
 	"math"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/frameworkext"
@@ -98,5 +102,71 @@ func TestAllocationsFromProvider(t *testing.T) {
 	}
 	if prio, ok := a.AllocatedPriority(withAllocation("owner", 1, "uid-r", 0)); !ok || prio != 50 {
 		t.Errorf("allocated priority %d, %v; want 50, true", prio, ok)
+	}
+}
+
+func domainVictim(t *testing.T, keyType fwk.EntityKeyType, prio int32, pods ...*v1.Pod) *preemption.DomainVictim {
+	t.Helper()
+	var infos []fwk.PodInfo
+	for _, p := range pods {
+		pi, err := framework.NewPodInfo(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, pi)
+	}
+	v, err := preemption.NewVictim(infos, prio, keyType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &preemption.DomainVictim{Victim: v}
+}
+
+func victimNames(v *preemption.DomainVictim) []string {
+	var names []string
+	for _, pi := range v.Pods() {
+		names = append(names, pi.GetPod().Name)
+	}
+	return names
+}
+
+// A gang victim (a PodGroup evicted whole) loses the members another
+// preemption already takes, is dropped when none is left, and is protected
+// as its most protected member: an owner placed in a reservation of higher
+// priority than the gang's. Single pods are left as they are.
+func TestGroupVictims(t *testing.T) {
+	member := func(name string, prio int32) *v1.Pod {
+		return wrappers.MakePod(name, "ns").UID("uid-" + name).Priority(prio).NodeName("n1").Obj()
+	}
+	owner := withAllocation("owner", 5, "uid-r", 0)
+	preempted := sets.New[types.UID]("uid-gone", "uid-gone2")
+	victims := []*preemption.DomainVictim{
+		domainVictim(t, fwk.PodKeyType, 5, member("single", 5)),
+		domainVictim(t, fwk.PodGroupKeyType, 5, member("a", 5), member("gone", 5)),
+		domainVictim(t, fwk.PodGroupKeyType, 5, member("gone2", 5)),
+		domainVictim(t, fwk.PodGroupKeyType, 5, member("b", 5), owner),
+		domainVictim(t, fwk.PodGroupKeyType, 90, member("c", 90), withAllocation("low-owner", 90, "uid-r", 0)),
+	}
+	got, err := groupVictims(victims, preempted.Has, fakeAllocations{"uid-owner": 50, "uid-low-owner": 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type view struct {
+		Pods  []string
+		Prio  int32
+		Group bool
+	}
+	var views []view
+	for _, v := range got {
+		views = append(views, view{victimNames(v), v.Priority(), v.IsGroup()})
+	}
+	want := []view{
+		{[]string{"single"}, 5, false},
+		{[]string{"a"}, 5, true},
+		{[]string{"b", "owner"}, 50, true},
+		{[]string{"c", "low-owner"}, 90, true},
+	}
+	if diff := cmp.Diff(want, views); diff != "" {
+		t.Errorf("victims (-want +got):\n%s", diff)
 	}
 }
