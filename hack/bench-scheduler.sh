@@ -64,6 +64,7 @@
 # and cost log into scheduler.log.
 set -euo pipefail
 GANTRY_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+source "${GANTRY_ROOT}/hack/lib.sh"
 cd "${GANTRY_ROOT}"
 
 what="${WHAT:-perf}"
@@ -235,6 +236,7 @@ fi
 # perfreport names on the page the commands that regenerate it, from what
 # this run was asked for and the results it reads.
 report doc "${benches[@]}" -items "${out}/perf" -benchstat "${out}/benchstat.txt" -machine "${out}/machine.txt" \
-  -what "${what}" -count "${count}" -select "${BENCH:-}" -labels "${LABELS:-}" ${KEEP:+-keep} -out "${doc}" -png "${png}"
+  -what "${what}" -count "${count}" -select "${BENCH:-}" -labels "${LABELS:-}" ${KEEP:+-keep} \
+  -kubernetes "$(gantry::k8s_version)" -out "${doc}" -png "${png}"
 sed -n '/^## Upstream/,/^## benchstat/p' "${doc}" | sed '$d'
 echo "==> ${doc}, ${png}"

@@ -59,6 +59,7 @@ func run(args []string) error {
 	fs.BoolVar(&in.keep, "keep", false, "the run's KEEP=1")
 	out := fs.String("out", "", "the Markdown file to write")
 	pngPath := fs.String("png", "", "the plot to write")
+	kube := fs.String("kubernetes", "", "doc: the Kubernetes release measured, e.g. 1.37.2 (required)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -90,8 +91,8 @@ func run(args []string) error {
 	default:
 		return fmt.Errorf("unknown command %q", args[0])
 	}
-	if *out == "" || *pngPath == "" {
-		return fmt.Errorf("doc needs -out and -png")
+	if *out == "" || *pngPath == "" || *kube == "" {
+		return fmt.Errorf("doc needs -out, -png and -kubernetes")
 	}
 	if *items != "" {
 		if err := res.readItems(*items); err != nil {
@@ -101,7 +102,7 @@ func run(args []string) error {
 	if len(commands) == 0 && in.what != "" {
 		commands = regenerate(in, res)
 	}
-	doc := docInput{res: res, commands: commands}
+	doc := docInput{res: res, commands: commands, kube: *kube}
 	for _, f := range []struct {
 		path string
 		dst  *string

@@ -69,6 +69,7 @@ type docInput struct {
 	commands  []string
 	benchstat string
 	plot      string // the PNG's file name, relative to the document
+	kube      string // the Kubernetes release measured, e.g. 1.37.2
 }
 
 // writeDoc writes docs/performance.md.
@@ -87,12 +88,12 @@ func writeDoc(w io.Writer, in docInput) {
 	p("![pods/s against nodes and against reservations](%s)\n\n", in.plot)
 
 	p("## Upstream's shapes\n\n")
-	p("Upstream's thresholded scheduler_perf workloads (k8s.io/kubernetes v1.36 `misc/performance-config.yaml`), ")
+	p("Upstream's thresholded scheduler_perf workloads (k8s.io/kubernetes v%s `misc/performance-config.yaml`), ", in.kube)
 	p("opportunistic batching on in both profiles as kube-scheduler ships it. pods/s is scheduler_perf's ")
 	p("SchedulingThroughput average over the measured pods; SLI p99 is upstream's ")
 	p("`scheduler_pod_scheduling_sli_duration_seconds` (a pod entering the active queue to its binding), the ")
 	p("highest of the repetitions. It covers every pod of the workload, the init pods created at once before the ")
-	p("measured ones included: scheduler_perf's reset before measuring (`metricsCollector.init`, v1.36.3) resets a ")
+	p("measured ones included: scheduler_perf's reset before measuring (`metricsCollector.init`, v%s) resets a ", in.kube)
 	p("gathered copy, not the histogram. Read it as a comparison of the two profiles, not as the measured pods' latency. ")
 	p("Batching is on, yet no pod of these workloads is batched in either profile: upstream's PodTopologySpread ")
 	p("signs no pod while it has default constraints, and the system defaults are on as shipped ")

@@ -136,7 +136,7 @@ func TestDocAndPlot(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(doc), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := run([]string{"doc", "-bench", bench, "-items", dir, "-what", "all", "-count", "3", "-out", doc, "-png", plot}); err != nil {
+	if err := run([]string{"doc", "-bench", bench, "-items", dir, "-what", "all", "-count", "3", "-kubernetes", "1.37.2", "-out", doc, "-png", plot}); err != nil {
 		t.Fatal(err)
 	}
 	md, err := os.ReadFile(doc)
