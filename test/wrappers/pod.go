@@ -196,6 +196,13 @@ func (p *PodWrapper) SchedulerName(name string) *PodWrapper {
 	return p
 }
 
+// PodGroup makes the pod a member of the PodGroup name of its namespace
+// (spec.schedulingGroup, with the GenericWorkload gate).
+func (p *PodWrapper) PodGroup(name string) *PodWrapper {
+	p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
+	return p
+}
+
 // Phase sets status.phase, as the kubelet does (for tests without one).
 func (p *PodWrapper) Phase(phase v1.PodPhase) *PodWrapper {
 	p.Status.Phase = phase
