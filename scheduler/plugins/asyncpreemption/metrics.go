@@ -34,6 +34,12 @@ var (
 		Help:           "PostFilter calls of AsyncPreemption.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	gangAttempts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "gantry_preemption",
+		Name:           "pod_group_attempts_total",
+		Help:           "PodGroupPostFilter calls of AsyncPreemption, by the status code they returned.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"code"})
 	victims = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      "gantry_preemption",
 		Name:           "victims_total",
@@ -45,6 +51,6 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(goroutineDuration, goroutineTotal, attempts, victims)
+		legacyregistry.MustRegister(goroutineDuration, goroutineTotal, attempts, gangAttempts, victims)
 	})
 }

@@ -38,13 +38,15 @@ type Plugin struct {
 	upstream *defaultpreemption.DefaultPreemption // victim selection, as upstream
 	ev       *preemption.Evaluator
 	exec     *executor
+	gangs    *gangs // nil without GenericWorkload
 }
 
 var (
-	_ fwk.PostFilterPlugin  = &Plugin{}
-	_ fwk.PreEnqueuePlugin  = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ preemption.Interface  = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ preemption.Interface         = &Plugin{}
 
 	_ frameworkext.SchedulerAttacher = &Plugin{}
 )
@@ -60,14 +62,19 @@ func New(ctx context.Context, obj runtime.Object, fh fwk.Handle) (fwk.Plugin, er
 	// Upstream's plugin is used for its victim selection only; its own
 	// asynchronous executor never runs.
 	fts.EnableAsyncPreemption = false
-	up, err := defaultpreemption.New(ctx, &config.DefaultPreemptionArgs{
+	upArgs := &config.DefaultPreemptionArgs{
 		MinCandidateNodesPercentage: args.MinCandidateNodesPercentage,
 		MinCandidateNodesAbsolute:   args.MinCandidateNodesAbsolute,
-	}, fh, fts)
+	}
+	up, err := defaultpreemption.New(ctx, upArgs, fh, fts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl := &Plugin{fh: fh, args: args, upstream: up,
+	gangs, err := newGangs(ctx, upArgs, fh, fts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
+	}
+	pl := &Plugin{fh: fh, args: args, upstream: up, gangs: gangs,
 		exec: newExecutor(fh, int(args.MaxConcurrentDeletes), args.PreemptionTimeout.Duration)}
 	if eh, ok := fh.(frameworkext.ExtendedHandle); ok {
 		pl.exec.reservations = eh.GantryClientSet().SchedulingV1alpha1().Reservations()
@@ -199,19 +206,27 @@ func (pl *Plugin) stillOnNode(node string, uid types.UID) bool {
 
 // PreEnqueue keeps a preemptor out of the scheduling cycle while its
 // preemption's API work runs; the executor re-activates it when the work ends.
-func (pl *Plugin) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+func (pl *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
 	if pl.exec.running(pod.UID) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for this pod's preemption to finish")
 	}
 	if pl.exec.backingOff(pod.UID) {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "backing off after this pod's preemption failed")
 	}
+	if pl.gangs != nil {
+		// A pod group's members wait while its preemption's deletes run.
+		return pl.gangs.up.PreEnqueue(ctx, pod)
+	}
 	return nil
 }
 
 // EventsToRegister: a pod gated by PreEnqueue is re-activated by the
-// executor itself, so no cluster event needs to wake it.
-func (pl *Plugin) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
+// executor itself, so no cluster event needs to wake it. Pod groups'
+// preemption is upstream's, which waits for its last victim's deletion.
+func (pl *Plugin) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
+	if pl.gangs != nil {
+		return pl.gangs.up.EventsToRegister(ctx)
+	}
 	return nil, nil
 }
 

@@ -41,7 +41,13 @@ type env struct {
 // and the low pods, and waits until the low pods run.
 func setup(t *testing.T, classes ...*schedulingv1.PriorityClass) *env {
 	t.Helper()
-	e := &env{Env: schedtest.Setup(t), t: t}
+	return setupWithArgs(t, nil, classes...)
+}
+
+// setupWithArgs is setup with extra kube-apiserver flags.
+func setupWithArgs(t *testing.T, apiserverArgs []string, classes ...*schedulingv1.PriorityClass) *env {
+	t.Helper()
+	e := &env{Env: schedtest.SetupWithArgs(t, apiserverArgs...), t: t}
 	e.CreateNodes(1, "4")
 	for _, pc := range append([]*schedulingv1.PriorityClass{priorityClass("low", 1), priorityClass("high", 100)}, classes...) {
 		if _, err := e.Client.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil {
