@@ -97,7 +97,10 @@ func (pl *Plugin) asVictims(logger klog.Logger, mutable fwk.MutableSnapshotShare
 			case pl.exec.preempted(p.UID):
 				swaps = append(swaps, swap{old: p, drop: true})
 			case reservepod.Is(p):
-				swaps = append(swaps, swap{old: p, prio: math.MaxInt32})
+				// The cache holds it at the highest priority already.
+				if podPriority(p) != math.MaxInt32 {
+					swaps = append(swaps, swap{old: p, prio: math.MaxInt32})
+				}
 			case p.Spec.SchedulingGroup == nil:
 				if prio := reservepod.VictimPriority(p, allocs); prio != podPriority(p) {
 					swaps = append(swaps, swap{old: p, prio: prio})

@@ -58,4 +58,3 @@ func TestAsVictims(t *testing.T) {
 		t.Errorf("after the preemption the snapshot holds %d pods, want its 5 again", len(ni.GetPods()))
 	}
 }
-
