@@ -139,6 +139,9 @@ func TestGroupVictims(t *testing.T) {
 		return wrappers.MakePod(name, "ns").UID("uid-" + name).Priority(prio).NodeName("n1").Obj()
 	}
 	owner := withAllocation("owner", 5, "uid-r", 0)
+	// A member as the node copy lists it: its priority rewritten to its
+	// reservation's already (withVictimPriorities).
+	rewritten := withAllocation("rewritten", 50, "uid-r", 0)
 	preempted := sets.New[types.UID]("uid-gone", "uid-gone2")
 	victims := []*preemption.DomainVictim{
 		domainVictim(t, fwk.PodKeyType, 5, member("single", 5)),
@@ -146,8 +149,9 @@ func TestGroupVictims(t *testing.T) {
 		domainVictim(t, fwk.PodGroupKeyType, 5, member("gone2", 5)),
 		domainVictim(t, fwk.PodGroupKeyType, 5, member("b", 5), owner),
 		domainVictim(t, fwk.PodGroupKeyType, 90, member("c", 90), withAllocation("low-owner", 90, "uid-r", 0)),
+		domainVictim(t, fwk.PodGroupKeyType, 5, rewritten),
 	}
-	got, err := groupVictims(victims, preempted.Has, fakeAllocations{"uid-owner": 50, "uid-low-owner": 50})
+	got, err := groupVictims(victims, preempted.Has, fakeAllocations{"uid-owner": 50, "uid-low-owner": 50, "uid-rewritten": 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +169,7 @@ func TestGroupVictims(t *testing.T) {
 		{[]string{"a"}, 5, true},
 		{[]string{"b", "owner"}, 50, true},
 		{[]string{"c", "low-owner"}, 90, true},
+		{[]string{"rewritten"}, 50, true},
 	}
 	if diff := cmp.Diff(want, views); diff != "" {
 		t.Errorf("victims (-want +got):\n%s", diff)

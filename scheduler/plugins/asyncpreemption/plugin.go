@@ -308,8 +308,12 @@ func groupVictims(victims []*preemption.DomainVictim, isPreempted func(types.UID
 				continue
 			}
 			pods = append(pods, pi)
-			if vp := reservepod.VictimPriority(p, allocs); vp > podPriority(p) && vp > prio {
-				prio = vp
+			// The reservation's own priority, not the member's: a member
+			// listed from the node copy has it as its priority already.
+			if allocs != nil {
+				if r, ok := allocs.AllocatedPriority(p); ok && r > prio {
+					prio = r
+				}
 			}
 		}
 		if len(pods) == 0 {
