@@ -14,13 +14,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/component-base/configz"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	upstream "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -58,6 +61,14 @@ func Setup(t testing.TB) *Env {
 func SetupWithArgs(t testing.TB, apiserverArgs ...string) *Env {
 	t.Helper()
 	return newEnv(t, framework.StartWithCRDs(t, apiserverArgs...))
+}
+
+// EnableGangs turns gang scheduling (GenericWorkload) on in this process's
+// scheduler for the test, and returns the kube-apiserver flags under which
+// it serves PodGroups (a beta API, off by default), for SetupWithArgs.
+func EnableGangs(t testing.TB) []string {
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
+	return []string{"--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"}
 }
 
 // SetupWithoutCRDs is Setup without Gantry's CRDs, for tests of a scheduler

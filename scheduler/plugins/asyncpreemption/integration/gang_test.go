@@ -8,37 +8,25 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/kubernetes/pkg/features"
 
+	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/util"
+	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
 // setupGangs is setup with gang scheduling (GenericWorkload) on in
 // kube-apiserver, which then serves PodGroups, and in this process's
 // scheduler.
 func setupGangs(t *testing.T) *env {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
-	return setupWithArgs(t, []string{"--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"})
+	return setupWithArgs(t, schedtest.EnableGangs(t))
 }
 
 // gang creates a PodGroup of class high placed all or nothing, and its
 // members: pods of class high asking cpu each.
 func (e *env) gang(name string, members int, cpu string) {
 	e.t.Helper()
-	pg := &schedulingv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: schedulingv1beta1.PodGroupSpec{
-			PriorityClassName: "high",
-			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(members)},
-			},
-		},
-	}
+	pg := wrappers.MakePodGroup(name, "default", int32(members)).PriorityClass("high").Obj()
 	created, err := e.Client.SchedulingV1beta1().PodGroups("default").Create(context.Background(), pg, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -47,9 +35,8 @@ func (e *env) gang(name string, members int, cpu string) {
 		e.t.Fatalf("PodGroup %s has priority %v, want class high's 100", name, created.Spec.Priority)
 	}
 	for i := range members {
-		p := pod(fmt.Sprintf("%s-%d", name, i), "high", cpu)
-		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: &name}
-		e.create(p)
+		e.create(wrappers.MakePod(fmt.Sprintf("%s-%d", name, i), "default").Requests("cpu", cpu).
+			PriorityClass("high").NoGrace().PodGroup(name).Obj())
 	}
 }
 

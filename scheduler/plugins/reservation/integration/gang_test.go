@@ -10,25 +10,17 @@ import (
 
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/kubernetes/pkg/features"
 
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/wrappers"
 )
 
-// gangArgs are what kube-apiserver needs to serve PodGroups (a beta API,
-// off by default, behind the GenericWorkload gate).
-var gangArgs = []string{"--feature-gates=GenericWorkload=true", "--runtime-config=scheduling.k8s.io/v1beta1=true"}
-
 // setupGangs is setup with gang scheduling on in kube-apiserver and in this
 // process's scheduler, which then runs upstream's gang plugins (they join
 // the default plugins with the gate).
 func setupGangs(t *testing.T) *env {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
-	e := &env{Env: schedtest.SetupWithArgs(t, gangArgs...), t: t}
+	e := &env{Env: schedtest.SetupWithArgs(t, schedtest.EnableGangs(t)...), t: t}
 	e.CreateNodes(3, "4")
 	return e
 }
@@ -38,12 +30,7 @@ func setupGangs(t *testing.T) *env {
 func (e *env) createGang(name string, members int, cpu, app string) {
 	e.t.Helper()
 	ctx := context.Background()
-	pg := &schedulingv1beta1.PodGroup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(members)},
-		}},
-	}
+	pg := wrappers.MakePodGroup(name, "default", int32(members)).Obj()
 	if _, err := e.Client.SchedulingV1beta1().PodGroups("default").Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
