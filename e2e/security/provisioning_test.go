@@ -396,6 +396,10 @@ var _ = framework.Describe("ProvisioningRequests of a tenant", ginkgo.Label(fram
 		spread.Template.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{
 			MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.DoNotSchedule,
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}},
+			// Nodes whose taints the pods do not tolerate (a kind cluster's
+			// real nodes, which this suite taints) are no domains: with the
+			// default Ignore they would hold the spread at one pod a node.
+			NodeTaintsPolicy: ptr.To(v1.NodeInclusionPolicyHonor),
 		}}
 		template(ctx, spread)
 		pr := request(ctx, checkCapacity("spread", "spread", 200))
