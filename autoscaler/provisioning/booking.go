@@ -38,7 +38,8 @@ import (
 // A booking is the capacity a Provisioned request holds for its pods: one
 // Reservation per node and pod set, pinned to the node the simulation
 // chose, holding the requests of the set's pods placed there, owned by the
-// pods that consume the request (either consume annotation), living for
+// pods that consume the request (either consume annotation) and the
+// members of the PodGroup it names (ParameterPodGroup), living for
 // the class's booking duration. A Reservation for one pod is consumed once;
 // one for several is shared by its owners until they have all come.
 // Pods with host ports get one Reservation each (ports do not add up). Reservations are
@@ -67,10 +68,13 @@ func bookingName(uid types.UID, set, i int) string {
 // (priority.Resolve), whatever the template said.
 func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node string, count int, c Class) *schedv1alpha1.Reservation {
 	ports := hostPorts(pod)
-	owners := make([]schedv1alpha1.ReservationOwner, 0, 2)
+	owners := make([]schedv1alpha1.ReservationOwner, 0, 3)
 	for _, key := range []string{provv1.AnnotationConsume, provv1.AnnotationConsumeLegacy} {
 		owners = append(owners, schedv1alpha1.ReservationOwner{
 			Annotation: &schedv1alpha1.OwnerAnnotation{Key: key, Value: r.Name}, Namespace: r.Namespace})
+	}
+	if g := requestPodGroup(r); g != "" {
+		owners = append(owners, schedv1alpha1.ReservationOwner{PodGroup: g, Namespace: r.Namespace})
 	}
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	for name, q := range requests {
@@ -648,7 +652,7 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.Provisi
 	for _, d := range want {
 		pods += int64(d.Count)
 	}
-	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, pods)
+	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, requestPodGroup(pr), pods)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
 package provisioning
 
 import (
+	"context"
 	"encoding/json"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
@@ -32,6 +35,10 @@ const IndexPodBooking = "gantry.provisioning/booking"
 // consume annotation names: "<namespace>/<name>".
 const IndexPodRequest = "gantry.provisioning/request"
 
+// IndexPodGroup indexes pods that have a node by the PodGroup their
+// spec.schedulingGroup names: "<namespace>/<group>".
+const IndexPodGroup = "gantry.provisioning/pod-group"
+
 // maxAllocationAnnotation bounds the allocation annotations the index
 // decodes: the scheduler writes about a hundred bytes; a longer value is a
 // tenant's, and is not read.
@@ -40,7 +47,30 @@ const maxAllocationAnnotation = 1024
 // PodIndexers are the indexers Reconciler.PodInformer carries (add them
 // before it starts).
 func PodIndexers() cache.Indexers {
-	return cache.Indexers{IndexPodBooking: podBookingIndex, IndexPodRequest: podRequestIndex}
+	return cache.Indexers{IndexPodBooking: podBookingIndex, IndexPodRequest: podRequestIndex, IndexPodGroup: podGroupIndex}
+}
+
+func podGroupIndex(obj any) ([]string, error) {
+	p, ok := obj.(*v1.Pod)
+	if !ok || p.Spec.NodeName == "" {
+		return nil, nil
+	}
+	if g := schedv1alpha1.PodGroupOf(p); g != "" {
+		return []string{p.Namespace + "/" + g}, nil
+	}
+	return nil, nil
+}
+
+// groupOwner is the PodGroup a Reservation's owners name in namespace ns,
+// "" for none: the booking of a request with ParameterPodGroup. The
+// provisioner wrote the owners; tenants cannot write Reservations.
+func groupOwner(res *schedv1alpha1.Reservation, ns string) string {
+	for _, o := range res.Spec.Owners {
+		if o.PodGroup != "" && o.Namespace == ns {
+			return o.PodGroup
+		}
+	}
+	return ""
 }
 
 func podRequestIndex(obj any) ([]string, error) {
@@ -91,9 +121,10 @@ func consumes(p *v1.Pod) string {
 // cameTo counts the booked pods of res that came: the owners its status
 // records, and the pods bound into it that it does not record (see the top
 // of this file), at most its booked pods. A pod counts only if it is in the
-// request's namespace, names the request in its consume annotation and
-// is on res's node: the allocation annotation is the tenant's to write, so
-// a forged one can only end the tenant's own request early.
+// request's namespace, names the request in its consume annotation or is
+// a member of the PodGroup res's owners name, and is on res's node: the
+// allocation annotation is the tenant's to write, so a forged one can only
+// end the tenant's own request early.
 func (r *Reconciler) cameTo(res *schedv1alpha1.Reservation) int {
 	booked := BookedPods(res)
 	recorded := len(res.Status.CurrentOwners)
@@ -112,9 +143,11 @@ func (r *Reconciler) cameTo(res *schedv1alpha1.Reservation) int {
 	if err != nil {
 		return min(recorded, booked)
 	}
+	group := groupOwner(res, ns)
 	for _, obj := range objs {
 		p, ok := obj.(*v1.Pod)
-		if ok && p.Namespace == ns && p.Spec.NodeName == res.Status.NodeName && consumes(p) == name {
+		if ok && p.Namespace == ns && p.Spec.NodeName == res.Status.NodeName &&
+			(consumes(p) == name || group != "" && schedv1alpha1.PodGroupOf(p) == group) {
 			came[p.UID] = true
 		}
 	}
@@ -123,7 +156,8 @@ func (r *Reconciler) cameTo(res *schedv1alpha1.Reservation) int {
 
 // cameElsewhere counts the request's pods that were bound outside its
 // booking: pods of its namespace, created after it, that name it in their
-// consume annotation and were not bound into one of its Reservations
+// consume annotation or are members of its PodGroup (ParameterPodGroup),
+// and were not bound into one of its Reservations
 // (bookings). Such a pod could not use its booking (a nodeSelector of its
 // own named another node, as Kueue's topology-aware scheduling gives its
 // pods) or the scheduler found it a better node; it took room of its own,
@@ -137,6 +171,13 @@ func (r *Reconciler) cameElsewhere(pr *provv1.ProvisioningRequest, bookings []sc
 	objs, err := r.PodInformer.GetIndexer().ByIndex(IndexPodRequest, pr.Namespace+"/"+pr.Name)
 	if err != nil {
 		return 0
+	}
+	if g := requestPodGroup(pr); g != "" {
+		members, err := r.PodInformer.GetIndexer().ByIndex(IndexPodGroup, pr.Namespace+"/"+g)
+		if err != nil {
+			return 0
+		}
+		objs = append(objs, members...)
 	}
 	own := make(map[types.UID]bool, len(bookings))
 	for i := range bookings {
@@ -154,11 +195,55 @@ func (r *Reconciler) cameElsewhere(pr *provv1.ProvisioningRequest, bookings []sc
 			p.CreationTimestamp.Before(&pr.CreationTimestamp) {
 			continue
 		}
+		// A member that consumes the request too is listed twice.
+		own[p.UID] = true
 		if n++; n == limit {
 			break
 		}
 	}
 	return n
+}
+
+// requestsOfBoundPod enqueues the requests a pod that has a node consumes
+// (requestOfBoundPod) and those that name its PodGroup (ParameterPodGroup).
+func (r *Reconciler) requestsOfBoundPod(ctx context.Context, p *v1.Pod) []reconcile.Request {
+	out := requestOfBoundPod(p)
+	g := schedv1alpha1.PodGroupOf(p)
+	if g == "" || p.Spec.NodeName == "" {
+		return out
+	}
+	var list provv1.ProvisioningRequestList
+	opts := []client.ListOption{client.InNamespace(p.Namespace), client.UnsafeDisableDeepCopy}
+	if !r.noPodGroupIndex {
+		opts = append(opts, client.MatchingFields{IndexRequestPodGroup: g})
+	}
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		klog.FromContext(ctx).V(2).Info("Not listing the requests of a PodGroup", "pod", klog.KObj(p), "podGroup", g, "err", err)
+		return out
+	}
+	for i := range list.Items {
+		pr := &list.Items[i]
+		if requestPodGroup(pr) == g && (len(out) == 0 || out[0].Name != pr.Name) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pr)})
+		}
+	}
+	return out
+}
+
+// IndexRequestPodGroup indexes requests by the PodGroup their
+// ParameterPodGroup names.
+const IndexRequestPodGroup = "gantry.provisioning/pod-group"
+
+// indexRequestPodGroup is IndexRequestPodGroup's function.
+func indexRequestPodGroup(o client.Object) []string {
+	pr, ok := o.(*provv1.ProvisioningRequest)
+	if !ok {
+		return nil
+	}
+	if g := requestPodGroup(pr); g != "" {
+		return []string{g}
+	}
+	return nil
 }
 
 // requestOfBoundPod enqueues the request a pod that has a node consumes, so

@@ -263,3 +263,120 @@ func TestBookingEndsWhenItsReservationsAreGone(t *testing.T) {
 		})
 	}
 }
+
+// TestPodGroupBookingCame: a request naming a PodGroup (ParameterPodGroup)
+// books Reservations its members own, and its members need no consume
+// annotation: a member bound into the booking has come, a member bound
+// elsewhere after the request was made came elsewhere (once, whatever else
+// it names), and a bound member wakes every request naming its group; once
+// all have come, the booking ends. Pods of another group or namespace
+// count for nothing.
+func TestPodGroupBookingCame(t *testing.T) {
+	ctx := context.Background()
+	created := metav1.NewTime(time.Now().Add(-time.Minute))
+	pr := wrappers.MakeProvisioningRequest("gang", "ns", provv1.ClassCheckCapacity).UID("uid-1").PodSet("tmpl", 4).
+		Parameter(ParameterPodGroup, "trainer").Obj()
+	pr.Finalizers = []string{Finalizer}
+	pr.CreationTimestamp = created
+	meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{Type: provv1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: provv1.ReasonCapacityIsFound})
+	c, _ := builtinClass(provv1.ClassCheckCapacity)
+	res := bookingFor(pr, 0, 0, wrappers.MakePod("", "ns").Requests("cpu", "1").Obj(), "n1", 2, c)
+	res.UID = "res-1"
+	res.Status.Phase, res.Status.NodeName = schedv1alpha1.ReservationAvailable, "n1"
+	other := wrappers.MakeProvisioningRequest("also", "ns", provv1.ClassCheckCapacity).UID("uid-2").PodSet("tmpl", 1).
+		Parameter(ParameterPodGroup, "trainer").Obj()
+	unrelated := wrappers.MakeProvisioningRequest("unrelated", "ns", provv1.ClassCheckCapacity).UID("uid-3").PodSet("tmpl", 1).
+		Parameter(ParameterPodGroup, "other").Obj()
+
+	r, cl := fakeReconciler(t, time.Now(), pr, res, other, unrelated)
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
+	r.PodInformer = informer
+	member := func(name, namespace, group, node string, into *schedv1alpha1.Reservation) *v1.Pod {
+		w := wrappers.MakePod(name, namespace).UID("pod-"+namespace+"-"+name).PodGroup(group).NodeName(node).Phase(v1.PodRunning)
+		if into != nil {
+			alloc, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: into.Name, UID: into.UID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w = w.Annotation(schedv1alpha1.AnnotationAllocated, string(alloc))
+		}
+		p := w.Obj()
+		p.CreationTimestamp = metav1.Now()
+		return p
+	}
+	// A member that consumes the request too, bound elsewhere.
+	both := member("both", "ns", "trainer", "n2", nil)
+	both.Annotations = map[string]string{provv1.AnnotationConsume: "gang"}
+	for _, p := range []*v1.Pod{
+		member("m0", "ns", "trainer", "n1", res),
+		member("stranger", "ns", "other", "n1", res),
+		member("intruder", "elsewhere", "trainer", "n1", res),
+		member("off-node", "ns", "trainer", "n3", res),
+		both,
+	} {
+		if err := informer.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.cameTo(res); got != 1 {
+		t.Errorf("came to the booking: %d, want 1 (m0)", got)
+	}
+	// off-node names the booking in a forged allocation off its node: it
+	// counts nowhere. both, listed by its annotation and by its group,
+	// counts once.
+	if got := r.cameElsewhere(pr, []schedv1alpha1.Reservation{*res}, 10); got != 1 {
+		t.Errorf("came elsewhere: %d, want 1 (both, once)", got)
+	}
+	if got := watchBookingOnce(t, r, cl, pr); meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired) != nil {
+		t.Fatalf("ended with 2 of 4 pods come: %+v", got.Status.Conditions)
+	}
+
+	woken := func(p *v1.Pod) []string {
+		var out []string
+		for _, req := range r.requestsOfBoundPod(ctx, p) {
+			out = append(out, req.Namespace+"/"+req.Name)
+		}
+		return out
+	}
+	if got := woken(member("m1", "ns", "trainer", "n1", res)); !equalNames(got, "ns/gang", "ns/also") {
+		t.Errorf("a bound member wakes %v, want ns/gang and ns/also", got)
+	}
+	if got := woken(both); !equalNames(got, "ns/gang", "ns/also") {
+		t.Errorf("a bound member consuming the request wakes %v, want ns/gang and ns/also, once each", got)
+	}
+	if got := woken(member("m2", "ns", "trainer", "", nil)); got != nil {
+		t.Errorf("an unbound member wakes %v, want none", got)
+	}
+	if got := woken(member("m3", "elsewhere", "trainer", "n1", nil)); got != nil {
+		t.Errorf("a member of another namespace's group wakes %v, want none", got)
+	}
+
+	for _, p := range []*v1.Pod{member("m1", "ns", "trainer", "n1", res), member("m4", "ns", "trainer", "n2", nil)} {
+		if err := informer.GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := watchBookingOnce(t, r, cl, pr)
+	cond := meta.FindStatusCondition(got.Status.Conditions, provv1.ConditionBookingExpired)
+	want := "all 4 pods of the request came: 2 to their booking, 2 to nodes outside it"
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonCapacityBookingConsumed || cond.Message != want {
+		t.Fatalf("BookingExpired %+v, want True, CapacityBookingConsumed, %q", cond, want)
+	}
+}
+
+// equalNames reports whether got holds want, in any order, once each.
+func equalNames(got []string, want ...string) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, g := range got {
+		seen[g]++
+	}
+	for _, w := range want {
+		if seen[w] != 1 {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
@@ -100,13 +101,17 @@ type Parameters struct {
 	// ValidUntil is how long after its creation the request is retried.
 	ValidUntil time.Duration
 	NoRetry    bool
+	// PodGroup is the PodGroup whose members may use the booking
+	// (ParameterPodGroup), "" for none.
+	PodGroup string
 	// Ignored says which parameters were ignored and why (for the
 	// request's Accepted condition and an event).
 	Ignored []string
 }
 
 // parameters reads the request's parameters over the class's defaults; a
-// malformed ValidUntilSeconds is an error the request Fails with.
+// malformed ValidUntilSeconds or PodGroup is an error the request Fails
+// with.
 //
 // noRetry is read as cluster-autoscaler reads it: "true" or "false",
 // exactly; any other value is ignored (the request is retried), and said
@@ -123,6 +128,12 @@ func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 		}
 		p.ValidUntil = time.Duration(n) * time.Second
 	}
+	if v, ok := r.Spec.Parameters[ParameterPodGroup]; ok {
+		if errs := validation.IsDNS1123Subdomain(string(v)); len(errs) > 0 {
+			return p, fmt.Errorf("parameter %s must name a PodGroup of the request's namespace, got %q: %s", ParameterPodGroup, truncate(string(v)), errs[0])
+		}
+		p.PodGroup = string(v)
+	}
 	if v, ok := r.Spec.Parameters[provv1.ParameterNoRetry]; ok {
 		switch v {
 		case "true":
@@ -133,6 +144,16 @@ func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 		}
 	}
 	return p, nil
+}
+
+// requestPodGroup is the PodGroup the request's ParameterPodGroup names,
+// "" for none or a name parameters refuses.
+func requestPodGroup(r *provv1.ProvisioningRequest) string {
+	v := string(r.Spec.Parameters[ParameterPodGroup])
+	if v == "" || len(validation.IsDNS1123Subdomain(v)) > 0 {
+		return ""
+	}
+	return v
 }
 
 // maxShownParameter bounds how much of a tenant's parameter value a

@@ -152,6 +152,13 @@ const (
 	AnnotationNextAttempt = "autoscaling.gantry.dev/next-attempt"
 )
 
+// ParameterPodGroup names a PodGroup of the request's namespace (gang
+// scheduling) whose members may use the request's booking, as the pods
+// that name the request in a consume annotation may: the gang's
+// controller need not annotate them. Its members pending count as the
+// request's pods in the quota check, and its members bound count as come.
+const ParameterPodGroup = "podGroup"
+
 // ParameterProcessorInstance names the provisioner instance meant to serve
 // a check-capacity request (cluster-autoscaler 1.33 and later): see
 // Reconciler.ProcessorInstance.

@@ -128,6 +128,8 @@ type Reconciler struct {
 	active   map[types.UID]int
 	// noRequestIndex: the Reservations in the cache have no IndexRequest.
 	noRequestIndex bool
+	// noPodGroupIndex: the requests in the cache have no IndexRequestPodGroup.
+	noPodGroupIndex bool
 	// backoff are the node groups backed off after failed scale-ups.
 	backoff groupBackoff
 	// kueue is the watch of Kueue's Workloads (kueue.go).
@@ -196,6 +198,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		mgr.GetLogger().V(1).Info("Reservations not indexed by request", "err", err)
 		r.noRequestIndex = true
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &provv1.ProvisioningRequest{}, IndexRequestPodGroup, indexRequestPodGroup); err != nil {
+		// The requests of a PodGroup's bound member are then looked for
+		// in all the requests of its namespace.
+		mgr.GetLogger().V(1).Info("Requests not indexed by PodGroup", "err", err)
+		r.noPodGroupIndex = true
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("provisioningrequest").
 		For(&provv1.ProvisioningRequest{}).
@@ -215,9 +223,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(r.wakeChannel(), &handler.TypedEnqueueRequestForObject[*provv1.ProvisioningRequest]{}))
 	if r.PodInformer != nil {
 		b = b.WatchesRawSource(&source.Informer{Informer: r.PodInformer, Handler: handler.EnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []reconcile.Request {
+			func(ctx context.Context, o client.Object) []reconcile.Request {
 				if p, ok := o.(*v1.Pod); ok {
-					return requestOfBoundPod(p)
+					return r.requestsOfBoundPod(ctx, p)
 				}
 				return nil
 			})})

@@ -157,6 +157,30 @@ func TestExistingConsumersQuotaCheck(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "exceeded") || strings.Contains(err.Error(), "exist already") {
 		t.Errorf("2 bound pods and 1 being deleted name the request, quota full: %v", err)
 	}
+
+	// A request naming a PodGroup: its pending members are its pods,
+	// annotated or not; another group's are not.
+	var members []*v1.Pod
+	for _, name := range []string{"gang-0", "gang-1", "gang-2"} {
+		members = append(members, wrappers.MakePod(name, "ns").Requests("cpu", "1").PodGroup("trainer").Obj())
+	}
+	stranger := wrappers.MakePod("stranger", "ns").Requests("cpu", "1").PodGroup("other").Obj()
+	gang := rq.pr.DeepCopy()
+	gang.Spec.Parameters = map[string]provv1.Parameter{ParameterPodGroup: "trainer"}
+	r.Pods = podLister(t, append(members, stranger)...)
+	if err := r.checkNamespaceQuota(context.Background(), gang, rq.sets, gang.UID, booked(t, r)); err != nil {
+		t.Errorf("3 pending members of the request's PodGroup fill the quota: %v", err)
+	}
+	r.Pods = podLister(t, members[0], stranger)
+	err = r.checkNamespaceQuota(context.Background(), gang, rq.sets, gang.UID, booked(t, r))
+	if err == nil || !strings.Contains(err.Error(), "1 of the request's pods exist already") {
+		t.Errorf("1 of 3 members exists, quota full: %v", err)
+	}
+	r.Pods = podLister(t, append(members, stranger)...)
+	err = r.checkNamespaceQuota(context.Background(), rq.pr, rq.sets, rq.pr.UID, booked(t, r))
+	if err == nil || strings.Contains(err.Error(), "exist already") {
+		t.Errorf("a request naming no PodGroup counted a gang's members as its own: %v", err)
+	}
 }
 
 // TestLostBookings: only Reservations that lost their node or were

@@ -104,7 +104,8 @@ func fakeReconciler(t *testing.T, now time.Time, objs ...client.Object) (*Reconc
 	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithStatusSubresource(&provv1.ProvisioningRequest{}).
-		WithIndex(&schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest).Build()
+		WithIndex(&schedv1alpha1.Reservation{}, IndexRequest, IndexReservationRequest).
+		WithIndex(&provv1.ProvisioningRequest{}, IndexRequestPodGroup, indexRequestPodGroup).Build()
 	return &Reconciler{Client: c, APIReader: c, Recorder: record.NewFakeRecorder(100),
 		Clock: testingclock.NewFakeClock(now)}, c
 }

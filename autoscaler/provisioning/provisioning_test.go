@@ -74,6 +74,10 @@ func TestParameters(t *testing.T) {
 			Ignored: []string{`parameter noRetry ignored: want "true" or "false", got "` + strings.Repeat("x", 64) + `..."`}}},
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604800"}, want: Parameters{ValidUntil: 7 * 24 * time.Hour}},
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604801"}, wantErr: "must be at most 604800 seconds"},
+		{params: map[string]provv1.Parameter{"podGroup": "trainer.v2"}, want: Parameters{ValidUntil: DefaultValidUntil, PodGroup: "trainer.v2"}},
+		{params: map[string]provv1.Parameter{"podGroup": "Trainer"}, wantErr: `parameter podGroup must name a PodGroup of the request's namespace, got "Trainer": a lowercase RFC 1123 subdomain`},
+		{params: map[string]provv1.Parameter{"podGroup": ""}, wantErr: `parameter podGroup must name a PodGroup`},
+		{params: map[string]provv1.Parameter{"podGroup": provv1.Parameter(strings.Repeat("a", 254))}, wantErr: `got "` + strings.Repeat("a", 64) + `...": must be no more than 253 characters`},
 	} {
 		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: tc.params}}
 		got, err := parameters(pr, c)
@@ -129,6 +133,17 @@ func TestBookingFor(t *testing.T) {
 		b.Spec.Owners[1].Annotation.Key != provv1.AnnotationConsumeLegacy || b.Spec.Owners[0].Namespace != "ml" ||
 		b.Spec.Owners[0].Annotation.Value != "train" || b.Spec.TTL.Duration != DefaultBookingDuration || !*b.Spec.AllocateOnce {
 		t.Errorf("owners and lifetime %+v", b.Spec)
+	}
+	// The members of the PodGroup the request names own it too; a name
+	// parameters refuses adds no owner.
+	gang := pr.DeepCopy()
+	gang.Spec.Parameters = map[string]provv1.Parameter{ParameterPodGroup: "trainer"}
+	if o := bookingFor(gang, 0, 0, pod, "n1", 1, c).Spec.Owners; len(o) != 3 || o[2].PodGroup != "trainer" || o[2].Namespace != "ml" || o[2].Annotation != nil {
+		t.Errorf("owners of a PodGroup's booking %+v", o)
+	}
+	gang.Spec.Parameters[ParameterPodGroup] = "Trainer"
+	if o := bookingFor(gang, 0, 0, pod, "n1", 1, c).Spec.Owners; len(o) != 2 {
+		t.Errorf("owners with an invalid PodGroup %+v", o)
 	}
 	// Three pods share one Reservation of three times the requests.
 	shared := bookingFor(pr, 0, 0, cpuPod("2"), "n1", 3, c)

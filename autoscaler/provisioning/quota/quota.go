@@ -36,6 +36,7 @@ import (
 
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
+	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 )
 
 var podEvaluator = core.NewPodEvaluator(nil, clock.RealClock{})
@@ -105,8 +106,9 @@ func CheckRequest(quotas []*v1.ResourceQuota, want []Demand, existing []*v1.Pod,
 // group's Workload lists its pods among its owners), or that have its
 // controller as theirs (a StatefulSet's or LeaderWorkerSet's Workload is
 // owned by it, as its pods are). A pod that names the request is its own,
-// whatever its owners.
-func ExistingConsumers(ctx context.Context, pods corelisters.PodLister, owners client.Reader, pr *provv1.ProvisioningRequest, limit int64) ([]*v1.Pod, error) {
+// whatever its owners, and so is a member of podGroup ("" for none), the
+// PodGroup whose members may use the request's booking.
+func ExistingConsumers(ctx context.Context, pods corelisters.PodLister, owners client.Reader, pr *provv1.ProvisioningRequest, podGroup string, limit int64) ([]*v1.Pod, error) {
 	if pods == nil {
 		return nil, nil
 	}
@@ -128,7 +130,8 @@ func ExistingConsumers(ctx context.Context, pods corelisters.PodLister, owners c
 			continue
 		}
 		c := metav1.GetControllerOf(p)
-		if consumes(p, pr.Name) || owned.Has(p.UID) || controller != "" && c != nil && c.UID == controller {
+		if consumes(p, pr.Name) || podGroup != "" && schedv1alpha1.PodGroupOf(p) == podGroup ||
+			owned.Has(p.UID) || controller != "" && c != nil && c.UID == controller {
 			out = append(out, p)
 		}
 	}

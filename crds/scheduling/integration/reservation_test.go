@@ -88,26 +88,46 @@ func testValidation(t *testing.T, reservations typedv1alpha1.ReservationInterfac
 				r.Spec.Owners[0].Controller = &schedv1alpha1.OwnerReference{
 					APIVersion: "apps/v1", Kind: "ReplicaSet", Namespace: "default", Name: "web"}
 			},
-			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
+			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller, labelSelector, annotation and podGroup"},
 		{name: "owner with object and labelSelector",
 			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Owners = append(r.Spec.Owners, schedv1alpha1.ReservationOwner{
 					Object:        podRef("web-1"),
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, Namespace: "default"})
 			},
-			wantErr: "spec.owners[1]: Invalid value: set exactly one of object, controller, labelSelector and annotation"},
+			wantErr: "spec.owners[1]: Invalid value: set exactly one of object, controller, labelSelector, annotation and podGroup"},
 		{name: "labelSelector without namespace",
 			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Owners = []schedv1alpha1.ReservationOwner{
 					{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
 			},
-			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
+			wantErr: "spec.owners[0]: Invalid value: labelSelector, annotation and podGroup need a namespace"},
 		{name: "annotation without namespace",
 			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Owners = []schedv1alpha1.ReservationOwner{
 					{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "autoscaling.x-k8s.io/consume-provisioning-request", Value: "req"}}}
 			},
-			wantErr: "spec.owners[0]: Invalid value: labelSelector and annotation need a namespace"},
+			wantErr: "spec.owners[0]: Invalid value: labelSelector, annotation and podGroup need a namespace"},
+		{name: "podGroup without namespace",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{{PodGroup: "gang"}}
+			},
+			wantErr: "spec.owners[0]: Invalid value: labelSelector, annotation and podGroup need a namespace"},
+		{name: "podGroup and annotation",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{{PodGroup: "gang", Namespace: "default",
+					Annotation: &schedv1alpha1.OwnerAnnotation{Key: "autoscaling.x-k8s.io/consume-provisioning-request", Value: "req"}}}
+			},
+			wantErr: "spec.owners[0]: Invalid value: set exactly one of object, controller, labelSelector, annotation and podGroup"},
+		{name: "podGroup not a DNS subdomain",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{{PodGroup: "Gang_1", Namespace: "default"}}
+			},
+			wantErr: "spec.owners[0].podGroup: Invalid value: \"Gang_1\": spec.owners[0].podGroup in body should match"},
+		{name: "podGroup",
+			create: func(r *schedv1alpha1.Reservation) {
+				r.Spec.Owners = []schedv1alpha1.ReservationOwner{{PodGroup: "gang.a-1", Namespace: "default"}}
+			}},
 		{name: "annotation with an empty key",
 			create: func(r *schedv1alpha1.Reservation) {
 				r.Spec.Owners = []schedv1alpha1.ReservationOwner{

@@ -166,8 +166,8 @@ type ReservationTemplate struct {
 }
 
 // ReservationOwner selects owner pods by exactly one of its fields.
-// +kubebuilder:validation:XValidation:rule="(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + (has(self.labelSelector) ? 1 : 0) + (has(self.annotation) ? 1 : 0) == 1",message="set exactly one of object, controller, labelSelector and annotation"
-// +kubebuilder:validation:XValidation:rule="!(has(self.labelSelector) || has(self.annotation)) || (has(self.namespace) && size(self.namespace) > 0)",message="labelSelector and annotation need a namespace"
+// +kubebuilder:validation:XValidation:rule="(has(self.object) ? 1 : 0) + (has(self.controller) ? 1 : 0) + (has(self.labelSelector) ? 1 : 0) + (has(self.annotation) ? 1 : 0) + (has(self.podGroup) ? 1 : 0) == 1",message="set exactly one of object, controller, labelSelector, annotation and podGroup"
+// +kubebuilder:validation:XValidation:rule="!(has(self.labelSelector) || has(self.annotation) || has(self.podGroup)) || (has(self.namespace) && size(self.namespace) > 0)",message="labelSelector, annotation and podGroup need a namespace"
 type ReservationOwner struct {
 	// Object is one pod, by namespace and name (and UID, if set).
 	// +optional
@@ -187,7 +187,15 @@ type ReservationOwner struct {
 	// +optional
 	Annotation *OwnerAnnotation `json:"annotation,omitempty"`
 
-	// Namespace of the pods LabelSelector or Annotation selects.
+	// PodGroup selects the pods of Namespace whose spec.schedulingGroup
+	// names this PodGroup (scheduling.k8s.io, gang scheduling): a gang's
+	// members, however their controller made them.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	PodGroup string `json:"podGroup,omitempty"`
+
+	// Namespace of the pods LabelSelector, Annotation or PodGroup selects.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`

@@ -13,8 +13,9 @@ import (
 
 // ownerIndex finds the reservations a pod owns without looking at every
 // reservation: object owners by pod key, controller owners by controller key,
-// and label selectors grouped by namespace and selector, so that a thousand
-// reservations for one workload cost one selector match.
+// label selectors grouped by namespace and selector, so that a thousand
+// reservations for one workload cost one selector match, annotation owners
+// by key and value, and PodGroup owners by group.
 type ownerIndex struct {
 	byPod        map[string]map[*entry]bool
 	byController map[string]map[*entry]bool
@@ -24,6 +25,8 @@ type ownerIndex struct {
 	// reads only the annotation keys some owner names.
 	byAnnotation   map[string]map[*entry]bool
 	annotationKeys map[string]int
+	// byPodGroup: PodGroup owners by namespace and group name.
+	byPodGroup map[string]map[*entry]bool
 }
 
 type selectorGroup struct {
@@ -38,6 +41,7 @@ func newOwnerIndex() *ownerIndex {
 		bySelector:     map[string]map[string]*selectorGroup{},
 		byAnnotation:   map[string]map[*entry]bool{},
 		annotationKeys: map[string]int{},
+		byPodGroup:     map[string]map[*entry]bool{},
 	}
 }
 
@@ -85,6 +89,8 @@ func (c *compiledOwner) matches(pod *v1.Pod) bool {
 	case o.Annotation != nil:
 		v, ok := pod.Annotations[o.Annotation.Key]
 		return o.Namespace == pod.Namespace && ok && v == o.Annotation.Value
+	case o.PodGroup != "":
+		return o.Namespace == pod.Namespace && schedv1alpha1.PodGroupOf(pod) == o.PodGroup
 	}
 	return false
 }
@@ -112,6 +118,8 @@ func (ix *ownerIndex) add(e *entry) {
 		case o.Annotation != nil:
 			addTo(ix.byAnnotation, annotationKey(o.Namespace, o.Annotation.Key, o.Annotation.Value), e)
 			ix.annotationKeys[o.Annotation.Key]++
+		case o.PodGroup != "":
+			addTo(ix.byPodGroup, podKey(o.Namespace, o.PodGroup), e)
 		}
 	}
 }
@@ -140,6 +148,8 @@ func (ix *ownerIndex) remove(e *entry) {
 			if ix.annotationKeys[o.Annotation.Key]--; ix.annotationKeys[o.Annotation.Key] <= 0 {
 				delete(ix.annotationKeys, o.Annotation.Key)
 			}
+		case o.PodGroup != "":
+			removeFrom(ix.byPodGroup, podKey(o.Namespace, o.PodGroup), e)
 		}
 	}
 }
@@ -192,6 +202,13 @@ func (ix *ownerIndex) lookup(pod *v1.Pod, fn func(*entry) bool) {
 	}
 	for _, key := range ix.podAnnotationKeys(pod) {
 		for e := range ix.byAnnotation[key] {
+			if !visit(e, false) {
+				return
+			}
+		}
+	}
+	if g := schedv1alpha1.PodGroupOf(pod); g != "" {
+		for e := range ix.byPodGroup[podKey(pod.Namespace, g)] {
 			if !visit(e, false) {
 				return
 			}
@@ -269,6 +286,11 @@ func (ix *ownerIndex) ownerKeys(pod *v1.Pod, usable func(*entry) bool) []string 
 	for _, k := range ix.podAnnotationKeys(pod) {
 		if holds(ix.byAnnotation[k]) {
 			keys = append(keys, "annotation:"+k)
+		}
+	}
+	if g := schedv1alpha1.PodGroupOf(pod); g != "" {
+		if k := podKey(pod.Namespace, g); holds(ix.byPodGroup[k]) {
+			keys = append(keys, "podgroup:"+k)
 		}
 	}
 	sort.Strings(keys)

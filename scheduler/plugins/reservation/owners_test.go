@@ -43,8 +43,19 @@ func TestOwnerIndexLookup(t *testing.T) {
 		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume-old", Value: "req"}, Namespace: "ns"},
 	})
 
+	// The members of a gang, and a booking that its members or a
+	// request's consumers may use.
+	byPodGroup := &entry{r: makeReservation("gang", "1").Obj()}
+	byPodGroup.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{{PodGroup: "g", Namespace: "ns"}})
+	gangOrAnnotation := &entry{r: makeReservation("gang-or-annot", "1").Obj()}
+	gangOrAnnotation.owners, _ = compileOwners([]schedv1alpha1.ReservationOwner{
+		{PodGroup: "g", Namespace: "ns"},
+		{Annotation: &schedv1alpha1.OwnerAnnotation{Key: "consume", Value: "req"}, Namespace: "ns"},
+	})
+	entries := []*entry{byObject, byUID, byController, bySelector, both, uidOrSel, byAnnotation, byPodGroup, gangOrAnnotation}
+
 	ix := newOwnerIndex()
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel, byAnnotation} {
+	for _, e := range entries {
 		ix.add(e)
 	}
 	tests := map[string]struct {
@@ -55,10 +66,14 @@ func TestOwnerIndexLookup(t *testing.T) {
 		"controller":             {wrappers.MakePod("p2", "ns").Controller("apps/v1", "ReplicaSet", "rs").Obj(), []string{"ctrl"}},
 		"other namespace":        {wrappers.MakePod("p1", "other").Label("tier", "a").Controller("apps/v1", "ReplicaSet", "rs").Obj(), nil},
 		"selector miss":          {wrappers.MakePod("p3", "ns").Label("tier", "c").Obj(), nil},
-		"annotation":             {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Obj(), []string{"annot"}},
-		"both annotations":       {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Annotation("consume-old", "req").Obj(), []string{"annot"}},
+		"annotation":             {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Obj(), []string{"annot", "gang-or-annot"}},
+		"both annotations":       {wrappers.MakePod("p4", "ns").Annotation("consume", "req").Annotation("consume-old", "req").Obj(), []string{"annot", "gang-or-annot"}},
 		"annotation value miss":  {wrappers.MakePod("p4", "ns").Annotation("consume", "other").Obj(), nil},
 		"annotation namespace":   {wrappers.MakePod("p4", "other").Annotation("consume", "req").Obj(), nil},
+		"gang member":            {wrappers.MakePod("p5", "ns").PodGroup("g").Obj(), []string{"gang", "gang-or-annot"}},
+		"member consuming":       {wrappers.MakePod("p5", "ns").PodGroup("g").Annotation("consume", "req").Obj(), []string{"annot", "gang", "gang-or-annot"}},
+		"other group":            {wrappers.MakePod("p5", "ns").PodGroup("h").Obj(), nil},
+		"group's namespace":      {wrappers.MakePod("p5", "other").PodGroup("g").Obj(), nil},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -69,10 +84,24 @@ func TestOwnerIndexLookup(t *testing.T) {
 			}
 		})
 	}
-	for _, e := range []*entry{byObject, byUID, byController, bySelector, both, uidOrSel, byAnnotation} {
+	for name, tc := range tests {
+		var want []string
+		for _, e := range entries {
+			for _, c := range e.owners {
+				if c.matches(tc.pod) {
+					want = append(want, e.r.Name)
+					break
+				}
+			}
+		}
+		if !equalSets(want, tc.want) {
+			t.Errorf("%s: the owners matching one by one = %v, want %v", name, want, tc.want)
+		}
+	}
+	for _, e := range entries {
 		ix.remove(e)
 	}
-	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector)+len(ix.byAnnotation)+len(ix.annotationKeys) != 0 {
+	if len(ix.byPod)+len(ix.byController)+len(ix.bySelector)+len(ix.byAnnotation)+len(ix.annotationKeys)+len(ix.byPodGroup) != 0 {
 		t.Errorf("index not empty after removing everything: %+v", ix)
 	}
 }
