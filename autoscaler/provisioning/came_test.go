@@ -292,7 +292,7 @@ func TestPodGroupBookingCame(t *testing.T) {
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
 	r.PodInformer = informer
 	member := func(name, namespace, group, node string, into *schedv1alpha1.Reservation) *v1.Pod {
-		w := wrappers.MakePod(name, namespace).UID("pod-"+namespace+"-"+name).PodGroup(group).NodeName(node).Phase(v1.PodRunning)
+		w := wrappers.MakePod(name, namespace).UID("pod-" + namespace + "-" + name).PodGroup(group).NodeName(node).Phase(v1.PodRunning)
 		if into != nil {
 			alloc, err := json.Marshal(schedv1alpha1.ReservationAllocation{Name: into.Name, UID: into.UID})
 			if err != nil {
