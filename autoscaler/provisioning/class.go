@@ -130,7 +130,8 @@ func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 	}
 	if v, ok := r.Spec.Parameters[ParameterPodGroup]; ok {
 		if errs := validation.IsDNS1123Subdomain(string(v)); len(errs) > 0 {
-			return p, fmt.Errorf("parameter %s must name a PodGroup of the request's namespace, got %q: %s", ParameterPodGroup, truncate(string(v)), errs[0])
+			return p, fmt.Errorf("parameter %s must name a PodGroup of the request's namespace (a DNS subdomain: at most 253 lowercase letters, digits, '-' and '.'), got %q",
+				ParameterPodGroup, truncate(string(v)))
 		}
 		p.PodGroup = string(v)
 	}

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -75,9 +76,9 @@ func TestParameters(t *testing.T) {
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604800"}, want: Parameters{ValidUntil: 7 * 24 * time.Hour}},
 		{params: map[string]provv1.Parameter{"ValidUntilSeconds": "604801"}, wantErr: "must be at most 604800 seconds"},
 		{params: map[string]provv1.Parameter{"podGroup": "trainer.v2"}, want: Parameters{ValidUntil: DefaultValidUntil, PodGroup: "trainer.v2"}},
-		{params: map[string]provv1.Parameter{"podGroup": "Trainer"}, wantErr: `parameter podGroup must name a PodGroup of the request's namespace, got "Trainer": a lowercase RFC 1123 subdomain`},
+		{params: map[string]provv1.Parameter{"podGroup": "Trainer"}, wantErr: `parameter podGroup must name a PodGroup of the request's namespace (a DNS subdomain: at most 253 lowercase letters, digits, '-' and '.'), got "Trainer"`},
 		{params: map[string]provv1.Parameter{"podGroup": ""}, wantErr: `parameter podGroup must name a PodGroup`},
-		{params: map[string]provv1.Parameter{"podGroup": provv1.Parameter(strings.Repeat("a", 254))}, wantErr: `got "` + strings.Repeat("a", 64) + `...": must be no more than 253 characters`},
+		{params: map[string]provv1.Parameter{"podGroup": provv1.Parameter(strings.Repeat("a", 254))}, wantErr: `got "` + strings.Repeat("a", 64) + `..."`},
 	} {
 		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: tc.params}}
 		got, err := parameters(pr, c)
@@ -95,20 +96,32 @@ func TestParameters(t *testing.T) {
 
 func FuzzParameters(f *testing.F) {
 	c, _ := builtinClass(provv1.ClassCheckCapacity)
-	f.Add("600", "false")
-	f.Add("-1", "1")
-	f.Fuzz(func(t *testing.T, valid, noRetry string) {
+	f.Add("600", "false", "trainer")
+	f.Add("-1", "1", "Trainer_1")
+	f.Fuzz(func(t *testing.T, valid, noRetry, group string) {
 		pr := &provv1.ProvisioningRequest{Spec: provv1.ProvisioningRequestSpec{Parameters: map[string]provv1.Parameter{
-			provv1.ParameterValidUntilSeconds: provv1.Parameter(valid), provv1.ParameterNoRetry: provv1.Parameter(noRetry)}}}
+			provv1.ParameterValidUntilSeconds: provv1.Parameter(valid), provv1.ParameterNoRetry: provv1.Parameter(noRetry),
+			ParameterPodGroup: provv1.Parameter(group)}}}
 		p, err := parameters(pr, c)
 		if err == nil && p.ValidUntil <= 0 {
 			t.Fatalf("accepted a validity of %v", p.ValidUntil)
+		}
+		// The group a booking is given to is the one parameters accepted,
+		// and a name the API server would take for a PodGroup's.
+		if err == nil && (p.PodGroup != group || requestPodGroup(pr) != group || len(validation.IsDNS1123Subdomain(group)) > 0) {
+			t.Fatalf("podGroup %q read as %q, booked for %q", group, p.PodGroup, requestPodGroup(pr))
+		}
+		// A message repeats at most maxShownParameter bytes of a value,
+		// quoted: up to 4 bytes each (\xNN) and the message's own words.
+		limit := 4*maxShownParameter + 160
+		if err != nil && len(err.Error()) > limit {
+			t.Fatalf("an error of %d bytes", len(err.Error()))
 		}
 		if p.NoRetry != (noRetry == "true") {
 			t.Fatalf("noRetry %q read as %v", noRetry, p.NoRetry)
 		}
 		for _, why := range p.Ignored {
-			if len(why) > 200 {
+			if len(why) > limit {
 				t.Fatalf("an ignored parameter's message of %d bytes", len(why))
 			}
 		}
