@@ -108,6 +108,9 @@ var reviewed = []struct{ grant, why string }{
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: autoscaling.x-k8s.io provisioningrequests: get,list,watch,update,patch,delete", "the requests it serves: its finalizer (update, patch), and deleting finished ones after --delete-finished-requests-after"},
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core nodes: create,update,patch,delete", "kwok node groups only (components/kwok): the provider adds and removes the nodes kwok plays"},
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core nodes: update,patch", "Cluster API node groups only (components/clusterapi): labels a Machine's Node, and scale-down taints and annotates the nodes it removes"},
+	{"ServiceAccount gantry-system/gantry-provisioner: cluster: autoscaling.x-k8s.io provisioningrequests: create", "PodGroup requests only (components/pod-group-requests): a request for an unschedulable gang"},
+	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core podtemplates: create,delete", "PodGroup requests only (components/pod-group-requests): the templates of a gang's request, made from its members' specs and deleted with it"},
+	{"ServiceAccount gantry-system/gantry-provisioner: cluster: scheduling.k8s.io podgroups: get,list,watch", "PodGroup requests only (components/pod-group-requests): which gangs the scheduler could not place"},
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core pods: create", "dry-run creates of a booking's pods, so a booking passes the admission its pods would; the ValidatingAdmissionPolicy gantry-provisioner-dry-run-pods refuses any create that is not a dry run"},
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core podtemplates,resourcequotas,pods,nodes,namespaces,services,replicationcontrollers,persistentvolumeclaims,persistentvolumes: get,list,watch", "the requests' PodTemplates, the namespaces' quotas, and what the simulation's plugins read, as kube-scheduler does"},
 	{"ServiceAccount gantry-system/gantry-provisioner: cluster: core,events.k8s.io events: create,patch,update", "events on requests"},
@@ -158,12 +161,13 @@ var reviewed = []struct{ grant, why string }{
 }
 
 // installs are the renderings whose grants are reviewed: each overlay with
-// each node-group provider.
+// each node-group provider, and one with the PodGroup requests' component.
 var installs = [][]string{
 	{"overlays/managed", "../autoscaler/config/components/kwok"},
 	{"overlays/managed", "../autoscaler/config/components/clusterapi"},
 	{"overlays/full", "../autoscaler/config/components/kwok"},
 	{"overlays/full", "../autoscaler/config/components/clusterapi"},
+	{"overlays/managed", "../autoscaler/config/components/kwok", "../autoscaler/config/components/pod-group-requests"},
 }
 
 // unreviewed compares the grants of the rendered installs with reviewed:

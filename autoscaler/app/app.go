@@ -17,6 +17,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +44,7 @@ import (
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/clusterapi"
 	"github.com/gantry-dev/gantry/autoscaler/nodegroups/kwok"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/gangs"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
@@ -159,6 +161,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	if err := pods.Informer().AddIndexers(provisioning.PodIndexers()); err != nil {
 		return nil, err
 	}
+	if o.PodGroupRequestsClass != "" {
+		if err := pods.Informer().AddIndexers(gangs.PodIndexers()); err != nil {
+			return nil, err
+		}
+	}
 	r := &provisioning.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Simulator: sim, Provider: provider,
 		Nodes: factory.Core().V1().Nodes().Lister(), Pods: pods.Lister(), PodInformer: pods.Informer(),
@@ -191,6 +198,16 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 		required: []schema.GroupVersionResource{provisioning.WorkloadGVK.GroupVersion().WithResource("workloads")}, optional: true}
 	if err := mgr.Add(workloads); err != nil {
 		return nil, err
+	}
+	// PodGroups' requests, once the PodGroup API is served (GenericWorkload).
+	if o.PodGroupRequestsClass != "" {
+		g := &gangs.Gangs{Client: mgr.GetClient(), PodInformer: pods.Informer(), Recorder: mgr.GetEventRecorderFor("gantry-provisioner"),
+			Class: o.PodGroupRequestsClass, MaxPods: o.MaxPodsPerRequest, MaxRequestsPerNamespace: o.MaxPodGroupRequestsPerNamespace}
+		podGroups := &crdWaiter{discovery: client.Discovery(), setup: func() error { return g.SetupWithManager(mgr) },
+			required: []schema.GroupVersionResource{schedulingv1beta1.SchemeGroupVersion.WithResource("podgroups")}, optional: true}
+		if err := mgr.Add(podGroups); err != nil {
+			return nil, err
+		}
 	}
 	if provider != nil && o.ScaleDownUnneededTime > 0 {
 		if err := mgr.Add(&scaledown.ScaleDown{Reconciler: r, UnneededTime: o.ScaleDownUnneededTime, Interval: o.ScaleDownInterval, TaintGrace: o.ScaleDownTaintGrace}); err != nil {

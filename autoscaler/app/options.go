@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/gangs"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning/scaledown"
 	"github.com/gantry-dev/gantry/autoscaler/simulator"
 )
@@ -62,6 +63,11 @@ type Options struct {
 	SimulationTimeout time.Duration
 	// SimulationInstances is how many simulations run at once.
 	SimulationInstances int
+	// PodGroupRequestsClass, if set, turns package gangs on: unschedulable
+	// PodGroups get a ProvisioningRequest of this class.
+	// MaxPodGroupRequestsPerNamespace: see gangs.Gangs.
+	PodGroupRequestsClass           string
+	MaxPodGroupRequestsPerNamespace int
 	// SkipNameValidation lets one process build the manager more than once
 	// (tests that restart the provisioner in-process).
 	SkipNameValidation bool
@@ -91,6 +97,8 @@ func NewOptions() *Options {
 		SimulationBudget:        simulator.DefaultEvaluations,
 		SimulationTimeout:       provisioning.DefaultSimulationTimeout,
 		SimulationInstances:     provisioning.DefaultSimulationInstances,
+
+		MaxPodGroupRequestsPerNamespace: gangs.DefaultMaxRequestsPerNamespace,
 	}
 }
 
@@ -122,5 +130,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.SimulationBudget, "simulation-budget", o.SimulationBudget, "the most filter evaluations (one pod on one node; a pod with required inter-pod terms or spread constraints counts a node more for each node; a pod with resource claims, one more per 4 ResourceSlices) one simulation of a request may do; a request that needs more fails with reason SimulationBudgetExceeded. The default is about 2 s of one CPU")
 	fs.DurationVar(&o.SimulationTimeout, "simulation-timeout", o.SimulationTimeout, "the longest one simulation of a request may take once its turn came; a request that needs longer fails with reason SimulationBudgetExceeded")
 	fs.IntVar(&o.SimulationInstances, "simulation-instances", o.SimulationInstances, "how many simulations run at once, each for a different namespace; the namespaces waiting take turns, the one served longest ago first. Each holds a copy of the scheduling framework's state")
+	fs.StringVar(&o.PodGroupRequestsClass, "pod-group-requests-class", o.PodGroupRequestsClass, "make a ProvisioningRequest of this class for every gang PodGroup (scheduling.k8s.io/v1beta1, gang scheduling) the scheduler marks unschedulable: its pending members, whose booking they use, deleted once the group is placed or gone (empty: none; needs the rights of autoscaler/config/components/pod-group-requests)")
+	fs.IntVar(&o.MaxPodGroupRequestsPerNamespace, "max-pod-group-requests-per-namespace", o.MaxPodGroupRequestsPerNamespace, "the most ProvisioningRequests --pod-group-requests-class makes in one namespace at once; a PodGroup past it gets a warning event and no request")
 	fs.DurationVar(&o.FinishedRequestTTL, "delete-finished-requests-after", o.FinishedRequestTTL, "delete a ProvisioningRequest this long after it ended (Failed, BookingExpired or CapacityRevoked), as cluster-autoscaler does after 7 days (0: never)")
 }

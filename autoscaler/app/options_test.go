@@ -35,6 +35,8 @@ func TestOptionsDefaults(t *testing.T) {
 		SimulationBudget:        2_000_000,
 		SimulationTimeout:       30 * time.Second,
 		SimulationInstances:     2,
+
+		MaxPodGroupRequestsPerNamespace: 16,
 	}
 	if diff := cmp.Diff(want, NewOptions()); diff != "" {
 		t.Errorf("NewOptions (-want +got):\n%s", diff)
@@ -72,6 +74,8 @@ func TestOptionsFlags(t *testing.T) {
 		"--simulation-budget=5000",
 		"--simulation-timeout=3s",
 		"--simulation-instances=4",
+		"--pod-group-requests-class=check-capacity.autoscaling.x-k8s.io",
+		"--max-pod-group-requests-per-namespace=3",
 	)
 	want := &Options{
 		SchedulerConfig:         "/etc/sched.yaml",
@@ -100,6 +104,9 @@ func TestOptionsFlags(t *testing.T) {
 		SimulationBudget:        5000,
 		SimulationTimeout:       3 * time.Second,
 		SimulationInstances:     4,
+
+		PodGroupRequestsClass:           "check-capacity.autoscaling.x-k8s.io",
+		MaxPodGroupRequestsPerNamespace: 3,
 	}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
