@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (ctrl.Manager, error)
 	}
 	// PodGroups' requests, once the PodGroup API is served (GenericWorkload).
 	if o.PodGroupRequestsClass != "" {
-		g := &gangs.Gangs{Client: mgr.GetClient(), PodInformer: pods.Informer(), Recorder: mgr.GetEventRecorderFor("gantry-provisioner"),
+		g := &gangs.Gangs{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), PodInformer: pods.Informer(), Recorder: mgr.GetEventRecorderFor("gantry-provisioner"),
 			Class: o.PodGroupRequestsClass, MaxPods: o.MaxPodsPerRequest, MaxRequestsPerNamespace: o.MaxPodGroupRequestsPerNamespace}
 		podGroups := &crdWaiter{discovery: client.Discovery(), setup: func() error { return g.SetupWithManager(mgr) },
 			required: []schema.GroupVersionResource{schedulingv1beta1.SchemeGroupVersion.WithResource("podgroups")}, optional: true}

@@ -73,7 +73,10 @@ const (
 // Gangs is the controller. It reads pods through PodInformer, which must
 // carry PodIndexers.
 type Gangs struct {
-	Client      client.Client
+	Client client.Client
+	// APIReader reads PodTemplates, which Client's cache holds the
+	// metadata of only.
+	APIReader   client.Reader
 	PodInformer cache.SharedIndexInformer
 	Recorder    record.EventRecorder
 	// Class is the class of the requests made (check-capacity or an
@@ -243,27 +246,45 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 		pr.Spec.PodSets = append(pr.Spec.PodSets, provv1.PodSet{
 			PodTemplateRef: provv1.Reference{Name: templateName(name, i)}, Count: s.count})
 	}
+	// The templates first, so that the request finds them: owned by the
+	// group (the garbage collector deletes them with it), deleted with the
+	// request when it is released. A template left by an earlier request
+	// of the group (deleted after it ended) is brought up to date.
+	owner := metav1.OwnerReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup", Name: pg.Name, UID: pg.UID}
+	for i, s := range sets {
+		pt := &v1.PodTemplate{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: pg.Namespace, Name: templateName(name, i),
+				Labels:          map[string]string{LabelPodGroupUID: string(pg.UID)},
+				OwnerReferences: []metav1.OwnerReference{owner},
+			},
+			Template: s.template,
+		}
+		err := g.Client.Create(ctx, pt)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		old := &v1.PodTemplate{}
+		if err := g.APIReader.Get(ctx, client.ObjectKeyFromObject(pt), old); err != nil {
+			return err
+		}
+		if old.Labels[LabelPodGroupUID] != string(pg.UID) {
+			g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest, "PodTemplate %s exists and was not made for this PodGroup", pt.Name)
+			return nil
+		}
+		old.Template = s.template
+		if err := g.Client.Update(ctx, old); err != nil {
+			return err
+		}
+	}
 	if err := g.Client.Create(ctx, pr); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		return err
-	}
-	// The templates after the request, owned by it: the request waits for
-	// them (PodTemplateNotFound) the moment they take.
-	for i, s := range sets {
-		pt := &v1.PodTemplate{
-			ObjectMeta: metav1.ObjectMeta{
-				Namespace: pg.Namespace, Name: templateName(name, i),
-				Labels: map[string]string{LabelPodGroupUID: string(pg.UID)},
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: provv1.SchemeGroupVersion.String(), Kind: "ProvisioningRequest",
-					Name: pr.Name, UID: pr.UID, Controller: ptr.To(true)}},
-			},
-			Template: s.template,
-		}
-		if err := g.Client.Create(ctx, pt); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
 	}
 	g.Recorder.Eventf(pg, v1.EventTypeNormal, ReasonRequestCreated, "ProvisioningRequest %s (class %s) for %d pending members in %d pod sets",
 		name, g.Class, len(objs), len(sets))

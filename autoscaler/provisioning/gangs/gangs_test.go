@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,7 +47,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	informer := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, PodIndexers())
 	rec := record.NewFakeRecorder(100)
 	return &fixture{t: t, c: c, pods: informer.GetIndexer(), recorder: rec,
-		g: &Gangs{Client: c, PodInformer: informer, Recorder: rec, Class: provv1.ClassCheckCapacity, MaxPods: 40, MaxRequestsPerNamespace: 2}}
+		g: &Gangs{Client: c, APIReader: c, PodInformer: informer, Recorder: rec, Class: provv1.ClassCheckCapacity, MaxPods: 40, MaxRequestsPerNamespace: 2}}
 }
 
 // gang is a gang PodGroup of minCount in namespace ns, with its
@@ -114,7 +115,8 @@ func (f *fixture) events() []string {
 // TestRequestForUnschedulableGang: an unschedulable gang gets one request
 // of the class, its pod sets its members' distinct specs (host names
 // aside) from templates the request owns, its podGroup parameter the
-// group; once placed, the request and its templates are deleted.
+// group; once placed, the request and its templates are deleted. Made
+// again, it brings a template an earlier request left up to date.
 func TestRequestForUnschedulableGang(t *testing.T) {
 	pg := gang("trainer", 3, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
 	f := newFixture(t, pg)
@@ -146,7 +148,7 @@ func TestRequestForUnschedulableGang(t *testing.T) {
 	for _, pt := range templates {
 		spec := pt.Template.Spec
 		if spec.SchedulingGroup != nil || spec.Hostname != "" || spec.NodeName != "" || pt.Template.Labels["app"] != "trainer" ||
-			len(pt.OwnerReferences) != 1 || pt.OwnerReferences[0].Kind != "ProvisioningRequest" {
+			len(pt.OwnerReferences) != 1 || pt.OwnerReferences[0].UID != "uid-trainer" {
 			t.Errorf("template %s: %+v", pt.Name, pt)
 		}
 	}
@@ -159,6 +161,32 @@ func TestRequestForUnschedulableGang(t *testing.T) {
 	if again := f.request("trainer"); again.ResourceVersion != pr.ResourceVersion || len(f.templates()) != 2 {
 		t.Errorf("the request changed while it was served")
 	}
+
+	// Deleted after it ended (--delete-finished-requests-after), with a
+	// template left out of date: made again, the template brought back.
+	if err := f.c.Delete(context.Background(), pr); err != nil {
+		t.Fatal(err)
+	}
+	stale := &v1.PodTemplate{}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: "ns", Name: pr.Spec.PodSets[0].PodTemplateRef.Name}, stale); err != nil {
+		t.Fatal(err)
+	}
+	want := stale.Template.DeepCopy()
+	stale.Template.Spec.Containers[0].Image = "stale"
+	if err := f.c.Update(context.Background(), stale); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile("trainer")
+	if f.request("trainer") == nil {
+		t.Fatal("no request made again")
+	}
+	if err := f.c.Get(context.Background(), client.ObjectKeyFromObject(stale), stale); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(&stale.Template, want) {
+		t.Errorf("the template left was not brought up to date: %+v", stale.Template.Spec.Containers[0])
+	}
+	f.events()
 
 	// Placed: released.
 	meta.SetStatusCondition(&pg.Status.Conditions, metav1.Condition{Type: schedulingv1beta1.PodGroupInitiallyScheduled, Status: metav1.ConditionTrue, Reason: "Scheduled"})

@@ -30,6 +30,7 @@ import (
 	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
+	"github.com/gantry-dev/gantry/internal/kustomize"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
 	"github.com/gantry-dev/gantry/test/integration/framework"
 	"github.com/gantry-dev/gantry/test/util"
@@ -60,17 +61,29 @@ const serviceAccountNamespace = "gantry-system"
 
 // asProvisioner installs the RBAC objects of autoscaler/config with the
 // kwok node-group provider (overlays/kwok, rendered as kubectl apply -k
-// would) and returns a client config that impersonates its
-// ServiceAccount: the provisioner runs with exactly the permissions it
-// ships with.
-func (e *env) asProvisioner() *rest.Config {
+// would) and the components of autoscaler/config/components named, and
+// returns a client config that impersonates its ServiceAccount: the
+// provisioner runs with exactly the permissions it ships with.
+func (e *env) asProvisioner(components ...string) *rest.Config {
 	e.t.Helper()
 	ctx := context.Background()
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serviceAccountNamespace}}
 	if _, err := e.Client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		e.t.Fatal(err)
 	}
-	dir := filepath.Join(framework.Root(e.t), "autoscaler", "config", "overlays", "kwok")
+	config := filepath.Join(framework.Root(e.t), "autoscaler", "config")
+	dir := filepath.Join(config, "overlays", "kwok")
+	if len(components) > 0 {
+		paths := make([]string, len(components))
+		for i, c := range components {
+			paths[i] = filepath.Join(config, "components", c)
+		}
+		with := e.t.TempDir()
+		if err := kustomize.WriteWithComponents(with, dir, paths...); err != nil {
+			e.t.Fatal(err)
+		}
+		dir = with
+	}
 	objs, err := util.Kustomize(dir)
 	if err != nil {
 		e.t.Fatal(err)
@@ -124,7 +137,11 @@ func (e *env) startProvisioner(opts ...func(*app.Options)) (stop func()) {
 	}
 	// The provisioner's client at its own limits (o.QPS, o.Burst), as
 	// deployed: app.New applies them only to a config that sets none.
-	cfg := e.asProvisioner()
+	var components []string
+	if o.PodGroupRequestsClass != "" {
+		components = append(components, "pod-group-requests")
+	}
+	cfg := e.asProvisioner(components...)
 	cfg.QPS, cfg.Burst = 0, 0
 	mgr, err := app.New(ctx, cfg, o)
 	if err != nil {

@@ -11,9 +11,13 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantry-dev/gantry/autoscaler/app"
 	"github.com/gantry-dev/gantry/autoscaler/provisioning"
+	"github.com/gantry-dev/gantry/autoscaler/provisioning/gangs"
+	autoscalingv1alpha1 "github.com/gantry-dev/gantry/crds/autoscaling/v1alpha1"
 	provv1 "github.com/gantry-dev/gantry/crds/provisioning/v1"
 	schedv1alpha1 "github.com/gantry-dev/gantry/crds/scheduling/v1alpha1"
 	"github.com/gantry-dev/gantry/scheduler/schedtest"
@@ -134,4 +138,62 @@ func ownedByGroup(res *schedv1alpha1.Reservation, group string) bool {
 		}
 	}
 	return false
+}
+
+// TestPodGroupRequests: with --pod-group-requests-class, a gang too large
+// for the cluster gets an atomic scale-up request of its own: the
+// provisioner adds a node, books the gang's room, the scheduler places the
+// whole gang in it, and the request and its PodTemplate go once the group
+// is placed.
+func TestPodGroupRequests(t *testing.T) {
+	e := &env{Env: schedtest.SetupWithArgs(t, schedtest.EnableGangs(t)...), t: t}
+	ctx := context.Background()
+	e.CreateNodes(1, "4")
+	e.StartScheduler(schedtest.GantryProfile)
+	e.startKubelet()
+	e.startProvisioner(e.withNodeGroups, func(o *app.Options) { o.PodGroupRequestsClass = "atomic-pool" })
+	e.class("atomic-pool", autoscalingv1alpha1.ProvisioningClassSpec{NodeGroups: []string{"pool"}})
+	pods := e.Client.CoreV1().Pods("default")
+
+	// Four members of 2 CPU: node-0 holds two.
+	if _, err := e.Client.SchedulingV1beta1().PodGroups("default").Create(ctx, wrappers.MakePodGroup("trainer", "default", 4).Obj(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		p := wrappers.MakePod(fmt.Sprintf("trainer-%d", i), "default").Label("gang", "trainer").Requests("cpu", "2").PodGroup("trainer").NoGrace().Obj()
+		if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := gangs.RequestName("trainer")
+	var pr *provv1.ProvisioningRequest
+	util.Must(t).Until(ctx, util.LongTimeout, "a request for the unschedulable gang", func(ctx context.Context) bool {
+		got, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(ctx, name, metav1.GetOptions{})
+		pr = got
+		return err == nil
+	})
+	if pr.Spec.ProvisioningClassName != "atomic-pool" || len(pr.Spec.PodSets) != 1 || pr.Spec.PodSets[0].Count != 4 ||
+		pr.Spec.Parameters[provisioning.ParameterPodGroup] != "trainer" {
+		t.Fatalf("request %+v", pr.Spec)
+	}
+	util.Must(t).Until(ctx, util.LongTimeout, "the whole gang bound", func(ctx context.Context) bool {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: "gang=trainer"})
+		if err != nil {
+			return false
+		}
+		for _, p := range list.Items {
+			if p.Spec.NodeName == "" {
+				return false
+			}
+		}
+		return len(list.Items) == 4
+	})
+	if got := e.groupNodes("pool"); len(got) != 1 {
+		t.Errorf("%d pool nodes, want 1", len(got))
+	}
+	util.Must(t).Until(ctx, util.Timeout, "the request and its template deleted once the gang is placed", func(ctx context.Context) bool {
+		_, err := e.Gantry.AutoscalingXV1().ProvisioningRequests("default").Get(ctx, name, metav1.GetOptions{})
+		templates, lerr := e.Client.CoreV1().PodTemplates("default").List(ctx, metav1.ListOptions{LabelSelector: gangs.LabelPodGroupUID})
+		return apierrors.IsNotFound(err) && lerr == nil && len(templates.Items) == 0
+	})
 }
