@@ -65,11 +65,15 @@
 //     PriorityClassForbidden).
 //   - scaledown: the scale-down loop, removing the nodes the provisioner
 //     added once unneeded.
+//   - gangs: requests made for the gang PodGroups the scheduler could not
+//     place (--pod-group-requests-class), booked for the group's members
+//     (ParameterPodGroup), and deleted once the group is placed.
 //
 // quota and priority import neither this package nor each other: they
 // return typed errors, and this package names the reasons (conditions.go).
 // scaledown imports this package and asks the Reconciler what keeps a
-// node; nothing here imports it.
+// node, and gangs imports it for the parameter's name; nothing here
+// imports either.
 //
 // # Limits
 //

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,6 +43,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -69,6 +71,13 @@ const (
 	ReasonRequestReleased = "ProvisioningRequestReleased"
 	ReasonNoRequest       = "NoProvisioningRequest"
 )
+
+var requestsMade = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "gantry_provisioning_pod_group_requests_total",
+	Help: "ProvisioningRequests for unschedulable PodGroups, by what happened: created, released (the group placed or gone), refused (a limit, or a name taken).",
+}, []string{"result"})
+
+func init() { metrics.Registry.MustRegister(requestsMade) }
 
 // Gangs is the controller. It reads pods through PodInformer, which must
 // carry PodIndexers.
@@ -166,6 +175,9 @@ func (g *Gangs) Reconcile(ctx context.Context, key reconcile.Request) (reconcile
 	case pr != nil:
 		// Being served, or ended: a Failed request stays until the
 		// provisioner deletes it (--delete-finished-requests-after).
+		if !ours(pr, pg.UID) && c != nil && c.Status == metav1.ConditionFalse {
+			g.refuse(pg, "ProvisioningRequest %s exists and was not made for this PodGroup", pr.Name)
+		}
 		return reconcile.Result{}, nil
 	case pg.Spec.SchedulingPolicy.Gang == nil || c == nil || c.Status != metav1.ConditionFalse ||
 		c.Reason != schedulingv1beta1.PodGroupReasonUnschedulable:
@@ -205,7 +217,7 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 		return err
 	}
 	if len(objs) > limit {
-		g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest,
+		g.refuse(pg,
 			"%d pending members, more than the %d pods a ProvisioningRequest may ask for (--max-pods-per-request)", len(objs), limit)
 		return nil
 	}
@@ -216,7 +228,7 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 	}
 	sets, err := podSets(objs)
 	if err != nil {
-		g.Recorder.Event(pg, v1.EventTypeWarning, ReasonNoRequest, err.Error())
+		g.refuse(pg, "%s", err.Error())
 		return nil
 	}
 	var mine provv1.ProvisioningRequestList
@@ -224,7 +236,7 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 		return err
 	}
 	if max := cmp.Or(g.MaxRequestsPerNamespace, DefaultMaxRequestsPerNamespace); len(mine.Items) >= max {
-		g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest,
+		g.refuse(pg,
 			"the namespace holds %d ProvisioningRequests made for PodGroups, the most it may (--max-pod-group-requests-per-namespace)", len(mine.Items))
 		return nil
 	}
@@ -272,7 +284,7 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 			return err
 		}
 		if old.Labels[LabelPodGroupUID] != string(pg.UID) {
-			g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest, "PodTemplate %s exists and was not made for this PodGroup", pt.Name)
+			g.refuse(pg, "PodTemplate %s exists and was not made for this PodGroup", pt.Name)
 			return nil
 		}
 		old.Template = s.template
@@ -286,6 +298,7 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 		}
 		return err
 	}
+	requestsMade.WithLabelValues("created").Inc()
 	g.Recorder.Eventf(pg, v1.EventTypeNormal, ReasonRequestCreated, "ProvisioningRequest %s (class %s) for %d pending members in %d pod sets",
 		name, g.Class, len(objs), len(sets))
 	return nil
@@ -310,10 +323,17 @@ func (g *Gangs) release(ctx context.Context, namespace, name string, uid types.U
 	if err := g.Client.Delete(ctx, pr, client.Preconditions{UID: &pr.UID}); client.IgnoreNotFound(err) != nil {
 		return err
 	}
+	requestsMade.WithLabelValues("released").Inc()
 	if pg != nil {
 		g.Recorder.Eventf(pg, v1.EventTypeNormal, ReasonRequestReleased, "ProvisioningRequest %s deleted: %s", pr.Name, why)
 	}
 	return nil
+}
+
+// refuse says why pg gets no request.
+func (g *Gangs) refuse(pg *schedulingv1beta1.PodGroup, format string, args ...any) {
+	requestsMade.WithLabelValues("refused").Inc()
+	g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest, format, args...)
 }
 
 func templateName(request string, i int) string {

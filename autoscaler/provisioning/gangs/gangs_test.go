@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -129,7 +130,11 @@ func TestRequestForUnschedulableGang(t *testing.T) {
 	}
 	f.member("other-0", "other", "1")
 
+	created := testutil.ToFloat64(requestsMade.WithLabelValues("created"))
 	f.reconcile("trainer")
+	if d := testutil.ToFloat64(requestsMade.WithLabelValues("created")) - created; d != 1 {
+		t.Errorf("gantry_provisioning_pod_group_requests_total{result=created} rose by %v, want 1", d)
+	}
 	pr := f.request("trainer")
 	if pr == nil {
 		t.Fatalf("no request for an unschedulable gang; events %v", f.events())
@@ -242,7 +247,7 @@ func TestNoRequest(t *testing.T) {
 		t.Errorf("the tenant's request of the same name was changed: %+v", pr)
 	}
 	ev := strings.Join(f.events(), "\n")
-	for _, want := range []string{"41 pending members, more than the 40 pods", "more than 32 distinct specs"} {
+	for _, want := range []string{"41 pending members, more than the 40 pods", "more than 32 distinct specs", "ProvisioningRequest podgroup-taken exists and was not made for this PodGroup"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("no event saying %q in\n%s", want, ev)
 		}
