@@ -58,6 +58,12 @@ type Options struct {
 	// (without dashes), e.g. "simulation-budget=500", appended after the
 	// runtime's own (a flag given twice takes the last value).
 	ProvisionerArgs []string
+	// GangScheduling is the gang-scheduling variant: the GenericWorkload
+	// gate on in kube-apiserver, kube-controller-manager and the
+	// schedulers, PodGroups (scheduling.k8s.io/v1beta1) served, and
+	// gantry-provisioner making ProvisioningRequests for unschedulable
+	// gangs (autoscaler/config/components/pod-group-requests).
+	GangScheduling bool
 	// Kueue installs Kueue (sigs.k8s.io/kueue, pinned by hack/tools/kueue)
 	// as an add-on once the cluster is up: the ProvisioningRequest client
 	// Gantry is tested against (`make kueue` builds it; runtime kind runs
@@ -80,6 +86,20 @@ const (
 	// built unpatched from the same pins, with config/overlays/managed: the
 	// add-ons as a cluster whose control plane cannot be replaced gets them.
 	ControlPlaneStock = "stock"
+)
+
+// What Options.GangScheduling turns on: the feature gate, the API group
+// version kube-apiserver serves, and the components of Gantry's install
+// that the cluster's add-ons then take (paths from the repository root;
+// the second applies to the stock control plane's gantry-scheduler).
+const (
+	GangFeatureGate   = "GenericWorkload"
+	GangRuntimeConfig = "scheduling.k8s.io/v1beta1"
+)
+
+var (
+	GangRequestsComponent   = []string{"autoscaler", "config", "components", "pod-group-requests"}
+	GangSchedulingComponent = []string{"scheduler", "config", "components", "gang-scheduling"}
 )
 
 // DefaultName is the name of the cluster `make up` creates.

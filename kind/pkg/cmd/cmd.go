@@ -93,6 +93,7 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.IntVar(&o.APIServerPort, "port", 0, "kube-apiserver port (0 picks a free one)")
 		f.StringVar(&o.CRDDir, "crds", "", "directory searched for CRD YAML (default <root>/crds)")
 		f.StringVar(&o.SchedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file for kube-scheduler (default <root>/kind/config/kube-scheduler.yaml)")
+		f.BoolVar(&o.GangScheduling, "gang-scheduling", false, "the gang-scheduling variant: GenericWorkload on in the control plane and the schedulers, PodGroups served, and ProvisioningRequests made for unschedulable gangs")
 		f.BoolVar(&o.Kueue, "kueue", false, "also install Kueue (sigs.k8s.io/kueue, pinned in hack/tools/kueue; `make kueue` builds it); a cluster keeps it once installed")
 		f.BoolVar(&o.Retain, "retain", false, "keep a cluster whose creation failed, for debugging")
 		f.StringArrayVar(&o.APIServerArgs, "apiserver-arg", nil, "extra kube-apiserver flag as name=value (repeatable)")

@@ -6,6 +6,8 @@ import (
 
 	"sigs.k8s.io/kind/pkg/apis/config/v1alpha4"
 	"sigs.k8s.io/yaml"
+
+	"github.com/gantry-dev/gantry/kind/pkg/cluster"
 )
 
 // Paths inside the control-plane node.
@@ -39,6 +41,9 @@ type configParams struct {
 	APIServerArgs []string
 	// APIServerPort is the host port of kube-apiserver; 0 lets Docker pick.
 	APIServerPort int
+	// GangScheduling turns gang scheduling's gate on in every component
+	// kubeadm runs, and serves its API.
+	GangScheduling bool
 }
 
 // clusterConfig is the kind configuration of a Gantry cluster: Gantry's node
@@ -94,6 +99,10 @@ func clusterConfig(p configParams) (*v1alpha4.Cluster, error) {
 			APIServerPort:     int32(p.APIServerPort),
 		},
 		KubeadmConfigPatches: []string{clusterConfiguration, kubelet},
+	}
+	if p.GangScheduling {
+		c.FeatureGates = map[string]bool{cluster.GangFeatureGate: true}
+		c.RuntimeConfig = map[string]string{cluster.GangRuntimeConfig: "true"}
 	}
 	cp := v1alpha4.Node{Role: v1alpha4.ControlPlaneRole, Image: p.NodeImage}
 	if p.SchedulerConfig != "" {

@@ -290,6 +290,7 @@ func (r *Runtime) Create(ctx context.Context) error {
 		ImageRepository: DefaultImageRepository,
 		APIServerArgs:   r.o.APIServerArgs,
 		APIServerPort:   r.o.APIServerPort,
+		GangScheduling:  r.o.GangScheduling,
 	}
 	var err error
 	if r.plane == cluster.ControlPlaneStock {

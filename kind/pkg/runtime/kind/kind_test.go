@@ -267,3 +267,62 @@ func TestCRILogText(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestGangScheduling: the variant sets the gate and the API in kubeadm's
+// components, and the add-ons take the PodGroup requests' component (with
+// its rights and flag) and, on the stock control plane, the gate in
+// gantry-scheduler; without it, neither.
+func TestGangScheduling(t *testing.T) {
+	c, err := clusterConfig(configParams{Name: "g", NodeImage: "n", ImageRepository: "r", SchedulerConfig: "/s", GangScheduling: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.FeatureGates[cluster.GangFeatureGate] || c.RuntimeConfig[cluster.GangRuntimeConfig] != "true" {
+		t.Errorf("feature gates %v, runtime config %v", c.FeatureGates, c.RuntimeConfig)
+	}
+	if c, _ := clusterConfig(configParams{Name: "g", NodeImage: "n", ImageRepository: "r", SchedulerConfig: "/s"}); len(c.FeatureGates)+len(c.RuntimeConfig) != 0 {
+		t.Errorf("without the variant: feature gates %v, runtime config %v", c.FeatureGates, c.RuntimeConfig)
+	}
+
+	root := checkout(t)
+	schedulerConfig := filepath.Join(t.TempDir(), "scheduler.yaml")
+	if err := os.WriteFile(schedulerConfig, []byte("kind: KubeSchedulerConfiguration\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		plane          string
+		gangs, gateArg bool
+	}{
+		{cluster.ControlPlaneGantry, true, false},
+		{cluster.ControlPlaneStock, true, true},
+		{cluster.ControlPlaneStock, false, false},
+	} {
+		r, err := newRuntime(&cluster.Options{Root: root, Name: "g", WorkDir: t.TempDir(), ControlPlane: tc.plane,
+			SchedulerConfig: schedulerConfig, GangScheduling: tc.gangs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := r.RenderWorkloads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := map[string][]string{}
+		role := false
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "Deployment":
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				a, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+				args[o.GetName()] = a
+			case "ClusterRole":
+				role = role || o.GetName() == "gantry-provisioner-pod-group-requests"
+			}
+		}
+		requests := slices.Contains(args["gantry-provisioner"], "--pod-group-requests-class=check-capacity.autoscaling.x-k8s.io")
+		gate := slices.Contains(args["gantry-scheduler"], "--feature-gates=GenericWorkload=true")
+		if requests != tc.gangs || role != tc.gangs || gate != tc.gateArg {
+			t.Errorf("%s, gang scheduling %v: provisioner flag %v, its ClusterRole %v, gantry-scheduler's gate %v; want %v, %v, %v",
+				tc.plane, tc.gangs, requests, role, gate, tc.gangs, tc.gangs, tc.gateArg)
+		}
+	}
+}

@@ -177,7 +177,22 @@ patches:
 		}
 		fmt.Fprintf(&b, "    - {op: add, path: /spec/template/spec/containers/0/args/-, value: %q}\n", flag)
 	}
-	return kustomize.BuildOver(filepath.Join(r.dir(), "workloads"), filepath.Join(r.o.Root, "kind", "config", addons), b.String(), files)
+	dir := filepath.Join(r.dir(), "workloads")
+	if r.o.GangScheduling {
+		components := []string{filepath.Join(append([]string{r.o.Root}, cluster.GangRequestsComponent...)...)}
+		if r.plane == cluster.ControlPlaneStock {
+			components = append(components, filepath.Join(append([]string{r.o.Root}, cluster.GangSchedulingComponent...)...))
+		}
+		b.WriteString("components:\n")
+		for _, c := range components {
+			rel, err := filepath.Rel(dir, c)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(&b, "- %s\n", rel)
+		}
+	}
+	return kustomize.BuildOver(dir, filepath.Join(r.o.Root, "kind", "config", addons), b.String(), files)
 }
 
 // requiredVersion reads the version of module from a go.mod's require lines.

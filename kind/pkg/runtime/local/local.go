@@ -182,6 +182,11 @@ func (r *Runtime) Create(ctx context.Context) error {
 	for _, a := range r.o.APIServerArgs {
 		args = append(args, "--extra-args", "kube-apiserver="+a)
 	}
+	if r.o.GangScheduling {
+		// kube-apiserver, kube-controller-manager and kube-scheduler.
+		args = append(args, "--kube-feature-gates", cluster.GangFeatureGate+"=true",
+			"--kube-runtime-config", cluster.GangRuntimeConfig+"=true")
+	}
 	// kwokctl gives kube-scheduler no client CA and no delegated
 	// authentication or authorization: every request to its secure port is
 	// anonymous, and only the always-allowed paths (/metrics, health) are
@@ -255,7 +260,13 @@ components:
   - --max-node-group-backoff-duration=%s
 `, r.bin("gantry-provisioner"), r.clusterDir(), filepath.Join(r.clusterDir(), "kubeconfig.yaml"), schedulerConfig,
 		metricsPort, r.nodeGroupsPath(), cluster.ScaleDownUnneededTime, cluster.NodeGroupBackoff, cluster.NodeGroupBackoff)
-	for _, a := range r.o.ProvisionerArgs {
+	provisionerArgs := r.o.ProvisionerArgs
+	if r.o.GangScheduling {
+		// As autoscaler/config/components/pod-group-requests sets it (the
+		// process runs with the cluster's admin credentials).
+		provisionerArgs = append([]string{"pod-group-requests-class=" + gangRequestsClass}, provisionerArgs...)
+	}
+	for _, a := range provisionerArgs {
 		flag, err := cluster.ProvisionerFlag(a)
 		if err != nil {
 			return "", err
@@ -392,3 +403,7 @@ func (r *Runtime) kwokctl(ctx context.Context, args ...string) error {
 	}
 	return nil
 }
+
+// gangRequestsClass is the class of the requests gantry-provisioner makes
+// for unschedulable gangs with Options.GangScheduling.
+const gangRequestsClass = "check-capacity.autoscaling.x-k8s.io"
