@@ -3,6 +3,7 @@ package provisioning
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -366,17 +367,8 @@ func TestPodGroupBookingCame(t *testing.T) {
 
 // equalNames reports whether got holds want, in any order, once each.
 func equalNames(got []string, want ...string) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	seen := map[string]int{}
-	for _, g := range got {
-		seen[g]++
-	}
-	for _, w := range want {
-		if seen[w] != 1 {
-			return false
-		}
-	}
-	return true
+	got, want = slices.Clone(got), slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	return slices.Equal(got, want)
 }
