@@ -73,7 +73,7 @@ func bookingFor(r *provv1.ProvisioningRequest, set, i int, pod *v1.Pod, node str
 		owners = append(owners, schedv1alpha1.ReservationOwner{
 			Annotation: &schedv1alpha1.OwnerAnnotation{Key: key, Value: r.Name}, Namespace: r.Namespace})
 	}
-	if g := requestPodGroup(r); g != "" {
+	if g := RequestPodGroup(r); g != "" {
 		owners = append(owners, schedv1alpha1.ReservationOwner{PodGroup: g, Namespace: r.Namespace})
 	}
 	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
@@ -652,7 +652,7 @@ func (r *Reconciler) checkNamespaceQuota(ctx context.Context, pr *provv1.Provisi
 	for _, d := range want {
 		pods += int64(d.Count)
 	}
-	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, requestPodGroup(pr), pods)
+	existing, err := quota.ExistingConsumers(ctx, r.Pods, r.APIReader, pr, RequestPodGroup(pr), pods)
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func (r *Reconciler) cameElsewhere(pr *provv1.ProvisioningRequest, bookings []sc
 	if err != nil {
 		return 0
 	}
-	if g := requestPodGroup(pr); g != "" {
+	if g := RequestPodGroup(pr); g != "" {
 		members, err := r.PodInformer.GetIndexer().ByIndex(IndexPodGroup, pr.Namespace+"/"+g)
 		if err != nil {
 			return 0
@@ -223,7 +223,7 @@ func (r *Reconciler) requestsOfBoundPod(ctx context.Context, p *v1.Pod) []reconc
 	}
 	for i := range list.Items {
 		pr := &list.Items[i]
-		if requestPodGroup(pr) == g && (len(out) == 0 || out[0].Name != pr.Name) {
+		if RequestPodGroup(pr) == g && (len(out) == 0 || out[0].Name != pr.Name) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pr)})
 		}
 	}
@@ -240,7 +240,7 @@ func indexRequestPodGroup(o client.Object) []string {
 	if !ok {
 		return nil
 	}
-	if g := requestPodGroup(pr); g != "" {
+	if g := RequestPodGroup(pr); g != "" {
 		return []string{g}
 	}
 	return nil

@@ -147,9 +147,9 @@ func parameters(r *provv1.ProvisioningRequest, c Class) (Parameters, error) {
 	return p, nil
 }
 
-// requestPodGroup is the PodGroup the request's ParameterPodGroup names,
+// RequestPodGroup is the PodGroup the request's ParameterPodGroup names,
 // "" for none or a name parameters refuses.
-func requestPodGroup(r *provv1.ProvisioningRequest) string {
+func RequestPodGroup(r *provv1.ProvisioningRequest) string {
 	v := string(r.Spec.Parameters[ParameterPodGroup])
 	if v == "" || len(validation.IsDNS1123Subdomain(v)) > 0 {
 		return ""

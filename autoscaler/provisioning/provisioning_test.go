@@ -108,8 +108,8 @@ func FuzzParameters(f *testing.F) {
 		}
 		// The group a booking is given to is the one parameters accepted,
 		// and a name the API server would take for a PodGroup's.
-		if err == nil && (p.PodGroup != group || requestPodGroup(pr) != group || len(validation.IsDNS1123Subdomain(group)) > 0) {
-			t.Fatalf("podGroup %q read as %q, booked for %q", group, p.PodGroup, requestPodGroup(pr))
+		if err == nil && (p.PodGroup != group || RequestPodGroup(pr) != group || len(validation.IsDNS1123Subdomain(group)) > 0) {
+			t.Fatalf("podGroup %q read as %q, booked for %q", group, p.PodGroup, RequestPodGroup(pr))
 		}
 		// A message repeats at most maxShownParameter bytes of a value,
 		// quoted: up to 4 bytes each (\xNN) and the message's own words.

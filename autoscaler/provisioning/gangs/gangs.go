@@ -27,6 +27,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -231,13 +232,26 @@ func (g *Gangs) create(ctx context.Context, pg *schedulingv1beta1.PodGroup) erro
 		g.refuse(pg, "%s", err.Error())
 		return nil
 	}
-	var mine provv1.ProvisioningRequestList
-	if err := g.Client.List(ctx, &mine, client.InNamespace(pg.Namespace), client.HasLabels{LabelPodGroupUID}); err != nil {
+	var all provv1.ProvisioningRequestList
+	if err := g.Client.List(ctx, &all, client.InNamespace(pg.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return err
 	}
-	if max := cmp.Or(g.MaxRequestsPerNamespace, DefaultMaxRequestsPerNamespace); len(mine.Items) >= max {
+	mine := 0
+	for i := range all.Items {
+		pr := &all.Items[i]
+		switch {
+		case ours(pr, ""):
+			mine++
+		case provisioning.RequestPodGroup(pr) == pg.Name:
+			// The tenant books for the group already: a request of ours
+			// would hold the same room twice.
+			g.refuse(pg, "ProvisioningRequest %s books for this PodGroup already", pr.Name)
+			return nil
+		}
+	}
+	if max := cmp.Or(g.MaxRequestsPerNamespace, DefaultMaxRequestsPerNamespace); mine >= max {
 		g.refuse(pg,
-			"the namespace holds %d ProvisioningRequests made for PodGroups, the most it may (--max-pod-group-requests-per-namespace)", len(mine.Items))
+			"the namespace holds %d ProvisioningRequests made for PodGroups, the most it may (--max-pod-group-requests-per-namespace)", mine)
 		return nil
 	}
 
@@ -350,8 +364,8 @@ type podSet struct {
 }
 
 // podSets groups pods by what scheduling reads of them: the template of a
-// pod set is a member's spec and labels, without its node, its group and
-// its host name.
+// pod set is a member's spec and labels, without its node, its group, its
+// host name and the service account token volume admission gave it.
 func podSets(objs []any) ([]podSet, error) {
 	byKey := map[string]int{}
 	var sets []podSet
@@ -367,6 +381,7 @@ func podSets(objs []any) ([]podSet, error) {
 		t := v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(p.Labels)}, Spec: *p.Spec.DeepCopy()}
 		t.Spec.NodeName, t.Spec.SchedulingGroup, t.Spec.Hostname, t.Spec.Subdomain = "", nil, "", ""
 		t.Spec.SchedulingGates = nil
+		dropTokenVolume(&t.Spec)
 		b, err := t.Marshal()
 		if err != nil {
 			return nil, err
@@ -384,4 +399,32 @@ func podSets(objs []any) ([]podSet, error) {
 		sets = append(sets, podSet{template: t, count: 1})
 	}
 	return sets, nil
+}
+
+// tokenVolumePrefix begins the name of the projected volume of the service
+// account token that kube-apiserver's ServiceAccount admission adds to
+// every pod, a random suffix after it.
+const tokenVolumePrefix = "kube-api-access-"
+
+// dropTokenVolume removes from spec the service account token volume
+// admission added, and its mounts: its name differs from pod to pod, so
+// members of one spec would otherwise each be a pod set of their own, and
+// the pods made from the template get one of their own anyway.
+func dropTokenVolume(spec *v1.PodSpec) {
+	var dropped []string
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v v1.Volume) bool {
+		if v.Projected != nil && strings.HasPrefix(v.Name, tokenVolumePrefix) {
+			dropped = append(dropped, v.Name)
+			return true
+		}
+		return false
+	})
+	if len(dropped) == 0 {
+		return
+	}
+	for _, cs := range [][]v1.Container{spec.InitContainers, spec.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = slices.DeleteFunc(cs[i].VolumeMounts, func(m v1.VolumeMount) bool { return slices.Contains(dropped, m.Name) })
+		}
+	}
 }

@@ -210,12 +210,15 @@ func TestRequestForUnschedulableGang(t *testing.T) {
 // TestNoRequest: no request for a group the scheduler has not found
 // unschedulable, a group that is not a gang, a gang whose members are not
 // all there, one with too many members or specs, past the namespace's
-// limit, or whose request's name a tenant's request holds; the tenant's is
-// not touched, and a request made for a group is deleted with it.
+// limit, whose request's name a tenant's request holds, or that a tenant's
+// request books for already (parameter podGroup); the tenant's are not
+// touched, and a request made for a group is deleted with it.
 func TestNoRequest(t *testing.T) {
 	basic := gang("basic", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)
 	basic.Spec.SchedulingPolicy = schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}
 	tenants := wrappers.MakeProvisioningRequest(RequestName("taken"), "ns", provv1.ClassCheckCapacity).PodSet("t", 1).Obj()
+	booking := wrappers.MakeProvisioningRequest("tenants-booking", "ns", provv1.ClassCheckCapacity).PodSet("t", 1).
+		Parameters(map[string]provv1.Parameter{provisioning.ParameterPodGroup: "booked"}).Obj()
 	f := newFixture(t,
 		gang("untried", 1, "", ""),
 		gang("error", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonSchedulerError),
@@ -224,9 +227,10 @@ func TestNoRequest(t *testing.T) {
 		gang("huge", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable),
 		gang("motley", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable),
 		gang("taken", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable),
-		tenants,
+		gang("booked", 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable),
+		tenants, booking,
 	)
-	for _, g := range []string{"untried", "error", "basic", "taken"} {
+	for _, g := range []string{"untried", "error", "basic", "taken", "booked"} {
 		f.member(g+"-0", g, "1")
 	}
 	f.member("partial-0", "partial", "1")
@@ -237,7 +241,7 @@ func TestNoRequest(t *testing.T) {
 	for i := range MaxPodSets + 1 {
 		f.member(fmt.Sprintf("motley-%d", i), "motley", fmt.Sprintf("%dm", 100+i))
 	}
-	for _, g := range []string{"untried", "error", "basic", "partial", "huge", "motley", "taken"} {
+	for _, g := range []string{"untried", "error", "basic", "partial", "huge", "motley", "taken", "booked"} {
 		f.reconcile(g)
 		if pr := f.request(g); pr != nil && g != "taken" {
 			t.Errorf("%s: a request was made", g)
@@ -247,7 +251,8 @@ func TestNoRequest(t *testing.T) {
 		t.Errorf("the tenant's request of the same name was changed: %+v", pr)
 	}
 	ev := strings.Join(f.events(), "\n")
-	for _, want := range []string{"41 pending members, more than the 40 pods", "more than 32 distinct specs", "ProvisioningRequest podgroup-taken exists and was not made for this PodGroup"} {
+	for _, want := range []string{"41 pending members, more than the 40 pods", "more than 32 distinct specs", "ProvisioningRequest podgroup-taken exists and was not made for this PodGroup",
+		"ProvisioningRequest tenants-booking books for this PodGroup already"} {
 		if !strings.Contains(ev, want) {
 			t.Errorf("no event saying %q in\n%s", want, ev)
 		}
@@ -293,5 +298,35 @@ func TestRequestName(t *testing.T) {
 	}
 	if RequestName(long) == RequestName(other) {
 		t.Errorf("two long groups share a request name")
+	}
+}
+
+// TestPodSetsWithoutTokenVolume: members that differ only in the service
+// account token volume admission gave each (a random name) are one pod
+// set, whose template has neither the volume nor its mount; a volume of
+// the member's own stays.
+func TestPodSetsWithoutTokenVolume(t *testing.T) {
+	member := func(name, token string) *v1.Pod {
+		p := wrappers.MakePod(name, "ns").Requests("cpu", "1").PodGroup("g").Obj()
+		p.Spec.Volumes = []v1.Volume{
+			{Name: "data", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}},
+			{Name: token, VolumeSource: v1.VolumeSource{Projected: &v1.ProjectedVolumeSource{}}},
+		}
+		p.Spec.Containers[0].VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: token, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+		return p
+	}
+	sets, err := podSets([]any{member("g-0", "kube-api-access-abcde"), member("g-1", "kube-api-access-fghij")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sets) != 1 || sets[0].count != 2 {
+		t.Fatalf("%d pod sets (%+v), want one of 2", len(sets), sets)
+	}
+	spec := sets[0].template.Spec
+	if len(spec.Volumes) != 1 || spec.Volumes[0].Name != "data" {
+		t.Errorf("template volumes %+v, want data alone", spec.Volumes)
+	}
+	if m := spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].Name != "data" {
+		t.Errorf("template mounts %+v, want data alone", m)
 	}
 }
