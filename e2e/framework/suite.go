@@ -14,6 +14,7 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -92,6 +93,9 @@ const (
 	// LabelKueue marks the specs that drive ProvisioningRequests through
 	// Kueue's own controller.
 	LabelKueue = "kueue"
+	// LabelGangs marks the specs of gangs (PodGroups) with Gantry's
+	// bookings and preemption, on the gang-scheduling variant of the cluster.
+	LabelGangs = "gangs"
 	// LabelKindSample marks the specs of a suite that `make e2e-kind` (part
 	// of `make test`) runs on kind with both control planes besides the
 	// suites it runs whole; `make e2e RUNTIME=kind` runs every spec.
@@ -147,6 +151,7 @@ type suiteOptions struct {
 	kueue         bool
 	setup         func(ctx context.Context) error
 	provisioner   []string
+	gangs         bool
 }
 
 // WithCluster gives the suite's local cluster its own name and extra
@@ -198,6 +203,14 @@ func WithFakeNodesOnly() SuiteOption {
 	return func(o *suiteOptions) { o.fakeNodesOnly = true }
 }
 
+// WithGangScheduling brings the suite's cluster up as the gang-scheduling
+// variant (gantry-cluster up --gang-scheduling, cluster.Options.
+// GangScheduling); on a cluster given by --kubeconfig it checks that
+// PodGroups are served there.
+func WithGangScheduling() SuiteOption {
+	return func(o *suiteOptions) { o.gangs = true }
+}
+
 // WithKueue installs Kueue into the suite's cluster (gantry-cluster up
 // --kueue); on a cluster given by --kubeconfig it checks that Kueue runs
 // there (`make up KUEUE=1`).
@@ -236,6 +249,10 @@ func SetupSuite(opts ...SuiteOption) bool {
 				gomega.Expect(err).NotTo(gomega.HaveOccurred())
 				gomega.Expect(kueue.WaitReady(ctx, cfg, 10*time.Second, nil)).To(gomega.Succeed(),
 					"the suite needs Kueue on the cluster: bring it up with `make up KUEUE=1`")
+			}
+			if so.gangs {
+				gomega.Expect(servesPodGroups(kc)).To(gomega.Succeed(),
+					"the suite needs gang scheduling on the cluster: bring it up with `make up UP_FLAGS=--gang-scheduling`")
 			}
 			return mustJSON(suiteCluster{Kubeconfig: kc})
 		}
@@ -323,6 +340,22 @@ type suiteCluster struct {
 	ProvisionerArgs []string
 }
 
+// servesPodGroups reports an error unless the cluster of kubeconfig kc
+// serves PodGroups (scheduling.k8s.io/v1beta1, which kube-apiserver
+// serves with the GenericWorkload gate and that API version on).
+func servesPodGroups(kc string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return err
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = c.SchedulingV1beta1().PodGroups(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{Limit: 1})
+	return err
+}
+
 func mustJSON(v any) []byte {
 	data, err := json.Marshal(v)
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
@@ -340,6 +373,7 @@ func localCluster(root string, so *suiteOptions) (*cluster.Cluster, error) {
 		ProvisionerArgs: so.provisioner,
 		Nodes:           suiteNodes(so),
 		Kueue:           so.kueue,
+		GangScheduling:  so.gangs,
 		Retain:          *retainFlag,
 		BinDir:          *binDirFlag,
 		Timeout:         3 * time.Minute,
