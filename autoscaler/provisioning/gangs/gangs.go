@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ const (
 
 var requestsMade = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "gantry_provisioning_pod_group_requests_total",
-	Help: "ProvisioningRequests for unschedulable PodGroups, by what happened: created, released (the group placed or gone), refused (a limit, or a name taken).",
+	Help: "ProvisioningRequests for unschedulable PodGroups, by what happened: created, released (the group placed or gone), refused (a limit, a name taken, or a tenant's booking for the group; once per group and reason).",
 }, []string{"result"})
 
 func init() { metrics.Registry.MustRegister(requestsMade) }
@@ -98,6 +99,11 @@ type Gangs struct {
 	// MaxRequestsPerNamespace bounds the requests made in one namespace
 	// (0: DefaultMaxRequestsPerNamespace).
 	MaxRequestsPerNamespace int
+
+	mu sync.Mutex
+	// refused is the last refusal of each PodGroup until the group is
+	// placed or gone.
+	refused map[types.NamespacedName]string
 }
 
 // PodIndexers are the indexers Gangs.PodInformer carries.
@@ -158,6 +164,7 @@ func (g *Gangs) Reconcile(ctx context.Context, key reconcile.Request) (reconcile
 		}
 		// Gone: its request goes with it (the garbage collector would
 		// delete it too, through its owner reference).
+		g.forget(key.NamespacedName)
 		return reconcile.Result{}, g.release(ctx, key.Namespace, key.Name, "", nil, "its PodGroup was deleted")
 	}
 	pr, err := g.request(ctx, pg)
@@ -167,8 +174,10 @@ func (g *Gangs) Reconcile(ctx context.Context, key reconcile.Request) (reconcile
 	c := meta.FindStatusCondition(pg.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled)
 	switch {
 	case pg.DeletionTimestamp != nil:
+		g.forget(key.NamespacedName)
 		return reconcile.Result{}, g.release(ctx, pg.Namespace, pg.Name, pg.UID, pg, "its PodGroup is being deleted")
 	case c != nil && c.Status == metav1.ConditionTrue:
+		g.forget(key.NamespacedName)
 		if pr == nil {
 			return reconcile.Result{}, nil
 		}
@@ -346,8 +355,30 @@ func (g *Gangs) release(ctx context.Context, namespace, name string, uid types.U
 
 // refuse says why pg gets no request.
 func (g *Gangs) refuse(pg *schedulingv1beta1.PodGroup, format string, args ...any) {
-	requestsMade.WithLabelValues("refused").Inc()
-	g.Recorder.Eventf(pg, v1.EventTypeWarning, ReasonNoRequest, format, args...)
+	msg := fmt.Sprintf(format, args...)
+	key := types.NamespacedName{Namespace: pg.Namespace, Name: pg.Name}
+	g.mu.Lock()
+	if g.refused == nil {
+		g.refused = map[types.NamespacedName]string{}
+	}
+	prev, seen := g.refused[key]
+	g.refused[key] = msg
+	g.mu.Unlock()
+	again := seen && prev == msg
+	if !again {
+		// Counted once per group and reason, not per reconcile (every
+		// member's change wakes the group); the recorder aggregates the
+		// repeated events.
+		requestsMade.WithLabelValues("refused").Inc()
+	}
+	g.Recorder.Event(pg, v1.EventTypeWarning, ReasonNoRequest, msg)
+}
+
+// forget drops what refuse remembers of the group of key.
+func (g *Gangs) forget(key types.NamespacedName) {
+	g.mu.Lock()
+	delete(g.refused, key)
+	g.mu.Unlock()
 }
 
 func templateName(request string, i int) string {

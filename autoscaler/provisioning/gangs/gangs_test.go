@@ -258,6 +258,15 @@ func TestNoRequest(t *testing.T) {
 		}
 	}
 
+	// A refusal is counted once per group and reason, however often the
+	// group is reconciled.
+	refused := testutil.ToFloat64(requestsMade.WithLabelValues("refused"))
+	f.reconcile("taken")
+	f.reconcile("taken")
+	if d := testutil.ToFloat64(requestsMade.WithLabelValues("refused")) - refused; d != 0 {
+		t.Errorf("refused rose by %v on reconciling a refused group again, want 0", d)
+	}
+
 	// The namespace's limit: 2.
 	for _, g := range []string{"a", "b", "c"} {
 		if err := f.c.Create(context.Background(), gang(g, 1, metav1.ConditionFalse, schedulingv1beta1.PodGroupReasonUnschedulable)); err != nil {
