@@ -251,7 +251,7 @@ func SetupSuite(opts ...SuiteOption) bool {
 					"the suite needs Kueue on the cluster: bring it up with `make up KUEUE=1`")
 			}
 			if so.gangs {
-				gomega.Expect(servesPodGroups(kc)).To(gomega.Succeed(),
+				gomega.Expect(servesPodGroups(ctx, kc)).To(gomega.Succeed(),
 					"the suite needs gang scheduling on the cluster: bring it up with `make up UP_FLAGS=--gang-scheduling`")
 			}
 			return mustJSON(suiteCluster{Kubeconfig: kc})
@@ -343,7 +343,7 @@ type suiteCluster struct {
 // servesPodGroups reports an error unless the cluster of kubeconfig kc
 // serves PodGroups (scheduling.k8s.io/v1beta1, which kube-apiserver
 // serves with the GenericWorkload gate and that API version on).
-func servesPodGroups(kc string) error {
+func servesPodGroups(ctx context.Context, kc string) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
 		return err
@@ -352,7 +352,7 @@ func servesPodGroups(kc string) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.SchedulingV1beta1().PodGroups(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{Limit: 1})
+	_, err = c.SchedulingV1beta1().PodGroups(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{Limit: 1})
 	return err
 }
 
