@@ -30,12 +30,14 @@ UP_FLAGS ?=
 # (0: a new one, printed in the report).
 DURATION ?= 30m
 SEED ?= 0
+# `make upgrade-test`: the revision of the release a cluster is upgraded from.
+FROM ?=
 GINKGO := go tool ginkgo
 # Where `make soak` writes its report: one folder a shape.
 SOAK_ARTIFACTS = $(ARTIFACTS)-soak$(if $(filter kind,$(RUNTIME)),-kind$(if $(filter stock,$(CONTROL_PLANE)),-stock))
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e/')
 
-.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak soak-plants verify lint test clean update
+.PHONY: all help build kueue images node-image manifests push up down status e2e e2e-kind unit integration bench bench-e2e bench-scheduler bench-provisioning soak soak-plants upgrade-test verify lint test clean update
 
 all: build
 
@@ -183,6 +185,14 @@ soak: build kueue
 ## failed naming a violation of its family (hack/soak-plants.sh). On demand: a soak run each.
 soak-plants:
 	PLANTS="$(PLANTS)" DURATION="$(if $(filter command line,$(origin DURATION)),$(DURATION),6m)" SEED=$(SEED) hack/soak-plants.sh
+
+## upgrade-test: the upgrade in place: the release of revision FROM (its binaries and node image,
+## built in _output/upgrade/<commit>) makes a kind cluster (CONTROL_PLANE=gantry or stock) with live
+## Reservations, bookings, ProvisioningRequests in every state, MetadataPolicies and gated pods;
+## `gantry-cluster upgrade` moves it to this checkout step by step, each object checked after each
+## step (e2e/upgrade, hack/upgrade-test.sh). On demand, not in `make test`.
+upgrade-test: build
+	FROM='$(FROM)' CONTROL_PLANE=$(CONTROL_PLANE) hack/upgrade-test.sh
 
 ## verify: formatting, vet, tidy modules, generated files (the README's tables included) and Bazel
 ## metadata in sync, component READMEs at most 150 lines, no build output in the tree, import

@@ -96,6 +96,9 @@ const (
 	// LabelGangs marks the specs of gangs (PodGroups) with Gantry's
 	// bookings and preemption, on the gang-scheduling variant of the cluster.
 	LabelGangs = "gangs"
+	// LabelUpgrade marks the upgrade in place from an earlier release
+	// (`make upgrade-test`, build tag upgrade): on demand, never in CI.
+	LabelUpgrade = "upgrade"
 	// LabelKindSample marks the specs of a suite that `make e2e-kind` (part
 	// of `make test`) runs on kind with both control planes besides the
 	// suites it runs whole; `make e2e RUNTIME=kind` runs every spec.
@@ -152,6 +155,7 @@ type suiteOptions struct {
 	setup         func(ctx context.Context) error
 	provisioner   []string
 	gangs         bool
+	bringUp       func(ctx context.Context, root string, o cluster.Options) error
 }
 
 // WithCluster gives the suite's local cluster its own name and extra
@@ -211,6 +215,15 @@ func WithGangScheduling() SuiteOption {
 	return func(o *suiteOptions) { o.gangs = true }
 }
 
+// WithBringUp brings the suite's cluster up with bringUp instead of this
+// checkout's gantry-cluster: the upgrade suite has an earlier release's
+// make it. bringUp gets the options of the cluster the suite then works on
+// (its name, work directory, kubeconfig, runtime and control plane), and
+// the suite owns and removes the cluster as one it made itself.
+func WithBringUp(bringUp func(ctx context.Context, root string, o cluster.Options) error) SuiteOption {
+	return func(o *suiteOptions) { o.bringUp = bringUp }
+}
+
 // WithKueue installs Kueue into the suite's cluster (gantry-cluster up
 // --kueue); on a cluster given by --kubeconfig it checks that Kueue runs
 // there (`make up KUEUE=1`).
@@ -260,8 +273,13 @@ func SetupSuite(opts ...SuiteOption) bool {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		state, err := c.Runtime().State(ctx)
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
-		ginkgo.By(fmt.Sprintf("bringing up a local Gantry cluster for the suite (it was %s)", state))
-		gomega.Expect(c.Up(ctx)).To(gomega.Succeed())
+		if so.bringUp != nil {
+			gomega.Expect(state).To(gomega.Equal(cluster.StateAbsent), "the suite makes its cluster itself: `gantry-cluster down --name %s` the one left", so.clusterName)
+			gomega.Expect(so.bringUp(ctx, root, c.Options())).To(gomega.Succeed())
+		} else {
+			ginkgo.By(fmt.Sprintf("bringing up a local Gantry cluster for the suite (it was %s)", state))
+			gomega.Expect(c.Up(ctx)).To(gomega.Succeed())
+		}
 		return mustJSON(suiteCluster{Kubeconfig: c.Kubeconfig(), Own: state == cluster.StateAbsent, ProvisionerArgs: so.provisioner})
 	}, func(data []byte) {
 		var sc suiteCluster

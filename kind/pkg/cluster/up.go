@@ -45,6 +45,9 @@ func New(o *Options) (*Cluster, error) {
 // Kubeconfig is the admin kubeconfig of the cluster.
 func (c *Cluster) Kubeconfig() string { return c.runtime.Kubeconfig() }
 
+// Options are the cluster's options, completed.
+func (c *Cluster) Options() Options { return *c.opts }
+
 // Runtime is the runtime running the cluster.
 func (c *Cluster) Runtime() Runtime { return c.runtime }
 

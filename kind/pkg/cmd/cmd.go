@@ -65,6 +65,24 @@ func newRoot(out io.Writer) *cobra.Command {
 			return err
 		},
 	}
+	var steps []string
+	upgrade := &cobra.Command{
+		Use:   "upgrade",
+		Short: "Upgrade a running kind cluster an earlier Gantry release made to this checkout's release, in place",
+		Long: "upgrade moves the cluster's components one at a time, in docs/upgrade.md's order, to the images\n" +
+			"`make images` built from this checkout: Gantry's CRDs, etcd, kube-apiserver, kube-controller-manager,\n" +
+			"kube-scheduler, CoreDNS, then Gantry's Deployments. Nodes keep their kubelet. --step runs the named\n" +
+			"steps alone (repeatable, still in that order); a step whose component runs this release already changes nothing.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cluster.New(o)
+			if err != nil {
+				return err
+			}
+			return c.Upgrade(cmd.Context(), steps)
+		},
+	}
+	upgrade.Flags().StringArrayVar(&steps, "step", nil, "run only this upgrade step (repeatable); a name the runtime does not know is refused with the list of steps")
 	root := &cobra.Command{
 		Use:   "gantry-cluster",
 		Short: "Bring Gantry's development and e2e cluster up and down",
@@ -99,7 +117,7 @@ func newRoot(out io.Writer) *cobra.Command {
 		f.StringArrayVar(&o.APIServerArgs, "apiserver-arg", nil, "extra kube-apiserver flag as name=value (repeatable)")
 		f.StringArrayVar(&o.ProvisionerArgs, "provisioner-arg", nil, "extra gantry-provisioner flag as name=value (repeatable), e.g. simulation-budget=500")
 	}
-	root.AddCommand(up, down, status)
+	root.AddCommand(up, down, status, upgrade)
 	return root
 }
 
