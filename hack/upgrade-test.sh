@@ -20,7 +20,9 @@ plane="${CONTROL_PLANE:-gantry}"
 commit="$(git rev-parse --verify "${FROM}^{commit}")"
 from="${root}/_output/upgrade/${commit:0:12}"
 platform="linux/$(go env GOARCH)"
-artifacts="${ARTIFACTS:-${root}/_output/e2e-artifacts-upgrade$([[ "${plane}" == stock ]] && echo -stock)}"
+suffix=""
+[[ "${plane}" == stock ]] && suffix=-stock
+artifacts="${ARTIFACTS:-${root}/_output/e2e-artifacts-upgrade${suffix}}"
 
 if [[ ! -d "${from}" ]]; then
   echo "==> a worktree of ${commit} at ${from}"
