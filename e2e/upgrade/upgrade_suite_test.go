@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/onsi/ginkgo/v2"
@@ -53,9 +54,35 @@ func bringUp(ctx context.Context, _ string, o cluster.Options) error {
 		"--workdir", o.WorkDir, "--kubeconfig", o.KubeconfigPath, "--control-plane", o.ControlPlane,
 		"--nodes", strconv.Itoa(o.Nodes), "--workers", strconv.Itoa(o.Workers), "--timeout", o.Timeout.String())
 	cmd.Dir = from
+	cmd.Env = parentEnv(filepath.Join(o.WorkDir, "kind", "bin"))
 	cmd.Stdout, cmd.Stderr = ginkgo.GinkgoWriter, ginkgo.GinkgoWriter
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s up: %w", bin, err)
 	}
 	return nil
+}
+
+// parentEnv is this process's environment as it was before the kind
+// runtime put its docker shim (in shimDir) first on PATH: an earlier
+// release's gantry-cluster would take the shim for the real docker and
+// call itself.
+func parentEnv(shimDir string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "GANTRY_REAL_DOCKER":
+			continue
+		case "PATH":
+			var keep []string
+			for _, p := range filepath.SplitList(v) {
+				if p != shimDir {
+					keep = append(keep, p)
+				}
+			}
+			kv = "PATH=" + strings.Join(keep, string(os.PathListSeparator))
+		}
+		out = append(out, kv)
+	}
+	return out
 }

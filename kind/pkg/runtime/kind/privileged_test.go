@@ -93,6 +93,17 @@ func TestDockerPath(t *testing.T) {
 		t.Errorf("shim not written executable: %v", err)
 	}
 
+	// A child of a process that put the shim first on PATH finds the shim:
+	// it must stand for its parent's docker, not for itself.
+	for k, v := range map[string]string{"PATH": env[0][len("PATH="):], "GANTRY_REAL_DOCKER": filepath.Join(bin, "docker")} {
+		t.Setenv(k, v)
+	}
+	child, _, err := dockerPath(shimDir, "CapBnd:\t000001fffeffffff\n")
+	if err != nil || len(child) != 2 || child[1] != "GANTRY_REAL_DOCKER="+filepath.Join(bin, "docker") {
+		t.Errorf("a child of a shimmed process: env %q, %v; want GANTRY_REAL_DOCKER=%s", child, err, filepath.Join(bin, "docker"))
+	}
+
+	t.Setenv("GANTRY_REAL_DOCKER", "")
 	t.Setenv("PATH", t.TempDir())
 	if _, _, err := dockerPath(shimDir, "CapBnd:\t000001fffeffffff\n"); err == nil || !strings.Contains(err.Error(), "docker is not on PATH") {
 		t.Errorf("no docker: err = %v", err)
