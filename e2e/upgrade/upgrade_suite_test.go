@@ -29,7 +29,7 @@ func TestUpgrade(t *testing.T) {
 	ginkgo.RunSpecs(t, "Gantry upgrade in place")
 }
 
-var _ = framework.SetupSuite(framework.WithCluster("upgrade"), framework.WithFakeNodesOnly(), framework.WithNodes(3),
+var _ = framework.SetupSuite(framework.WithCluster("upgrade"), framework.WithNodes(3),
 	framework.WithBringUp(bringUp))
 
 // bringUp makes the cluster with the earlier release's gantry-cluster, in

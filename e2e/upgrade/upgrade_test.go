@@ -280,7 +280,7 @@ func (u *upgrader) seed(ctx context.Context) {
 
 	ginkgo.By("pod templates: half a CPU, a pod a general node holds alone, and one for the node the suite deletes")
 	for _, t := range []*wrappers.PodTemplateWrapper{
-		wrappers.MakePodTemplate("small", u.ns).Requests("cpu", "500m", "memory", "64Mi"),
+		wrappers.MakePodTemplate("small", u.ns).NodeSelector("type", "kwok").Requests("cpu", "500m", "memory", "64Mi"),
 		wrappers.MakePodTemplate("big", u.ns).Requests("cpu", "6").NodeSelector(nodegroups.LabelNodeGroup, "general"),
 		wrappers.MakePodTemplate("pinned", u.ns).Requests("cpu", "500m").NodeSelector(v1.LabelHostname, u.doomed).Toleration(doomedTaint),
 	} {
@@ -290,8 +290,8 @@ func (u *upgrader) seed(ctx context.Context) {
 
 	ginkgo.By("a Reservation holding room for owners to come, and one its owner was placed in")
 	rsv := g.SchedulingV1alpha1().Reservations()
-	held := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("held"), "cpu", "500m").OwnerLabels(u.ns, map[string]string{"app": "held"}))
-	owned := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("owned"), "cpu", "500m").OwnerPod(u.ns, "owner-0").AllocateOnce(false))
+	held := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("held"), "cpu", "500m").NodeSelector("type", "kwok").OwnerLabels(u.ns, map[string]string{"app": "held"}))
+	owned := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("owned"), "cpu", "500m").NodeSelector("type", "kwok").OwnerPod(u.ns, "owner-0").AllocateOnce(false))
 	for _, name := range []string{held.Name, owned.Name} {
 		framework.Eventually(ctx, func() schedv1alpha1.ReservationPhase {
 			r, err := rsv.Get(ctx, name, metav1.GetOptions{})
@@ -301,7 +301,7 @@ func (u *upgrader) seed(ctx context.Context) {
 			return r.Status.Phase
 		}).Should(gomega.Equal(schedv1alpha1.ReservationAvailable), "reservation %s", name)
 	}
-	u.f.CreatePod(ctx, wrappers.MakePod("owner-0", u.ns).Requests("cpu", "500m", "memory", "64Mi"))
+	u.f.CreatePod(ctx, kwokPod("owner-0", u.ns).Requests("cpu", "500m", "memory", "64Mi"))
 	framework.Eventually(ctx, func() []v1.ObjectReference {
 		r, err := rsv.Get(ctx, owned.Name, metav1.GetOptions{})
 		if err != nil {
@@ -327,13 +327,13 @@ func (u *upgrader) seed(ctx context.Context) {
 	// booked: Provisioned, one of its two pods come, the other gated.
 	u.request(ctx, "booked", u.class, "small", 2, nil)
 	u.waitCondition(ctx, "booked", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound)
-	u.f.CreatePod(ctx, wrappers.MakePod("booked-0", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "booked"))
-	u.f.CreatePod(ctx, wrappers.MakePod("booked-1", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "booked").Gated(gate))
+	u.f.CreatePod(ctx, kwokPod("booked-0", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "booked"))
+	u.f.CreatePod(ctx, kwokPod("booked-1", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "booked").Gated(gate))
 	u.f.WaitScheduled(ctx, util.LongTimeout, "booked-0")
 	// consumed: BookingExpired, every pod come.
 	u.request(ctx, "consumed", provv1.ClassCheckCapacity, "small", 1, nil)
 	u.waitCondition(ctx, "consumed", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound)
-	u.f.CreatePod(ctx, wrappers.MakePod("consumed-0", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "consumed"))
+	u.f.CreatePod(ctx, kwokPod("consumed-0", u.ns).Requests("cpu", "500m", "memory", "64Mi").Annotation(provv1.AnnotationConsume, "consumed"))
 	u.waitCondition(ctx, "consumed", provv1.ConditionBookingExpired, metav1.ConditionTrue, provisioning.ReasonCapacityBookingConsumed)
 	// failed: no room, no retry.
 	u.request(ctx, "failed", provv1.ClassCheckCapacity, "small", 1000, map[string]provv1.Parameter{provv1.ParameterNoRetry: "true"})
@@ -348,7 +348,7 @@ func (u *upgrader) seed(ctx context.Context) {
 	// comes after the upgrade.
 	u.request(ctx, "scaled", u.atomic, "big", 1, nil)
 	u.waitCondition(ctx, "scaled", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsProvisioned)
-	u.f.CreatePod(ctx, wrappers.MakePod("scaled-0", u.ns).Requests("cpu", "6", "memory", "64Mi").NodeSelector(nodegroups.LabelNodeGroup, "general").
+	u.f.CreatePod(ctx, kwokPod("scaled-0", u.ns).Requests("cpu", "6", "memory", "64Mi").NodeSelector(nodegroups.LabelNodeGroup, "general").
 		Annotation(provv1.AnnotationConsume, "scaled").Gated(gate))
 	// revoked: its booked node is deleted.
 	u.request(ctx, "revoked", provv1.ClassCheckCapacity, "pinned", 1, nil)
@@ -357,9 +357,9 @@ func (u *upgrader) seed(ctx context.Context) {
 	u.waitCondition(ctx, "revoked", provv1.ConditionCapacityRevoked, metav1.ConditionTrue, provisioning.ReasonCapacityRevoked)
 
 	ginkgo.By("a gated pod whose placement will be narrowed, and one that will own the held reservation")
-	u.f.CreatePod(ctx, wrappers.MakePod("narrowed", u.ns).Requests("cpu", "500m", "memory", "64Mi").Gated(gate).
+	u.f.CreatePod(ctx, kwokPod("narrowed", u.ns).Requests("cpu", "500m", "memory", "64Mi").Gated(gate).
 		RequiredTerms(wrappers.Term(wrappers.In(v1.LabelTopologyZone, nodes.Zones[0], nodes.Zones[1]))))
-	u.f.CreatePod(ctx, wrappers.MakePod("held-owner", u.ns).Label("app", "held").Requests("cpu", "500m", "memory", "64Mi").Gated(gate))
+	u.f.CreatePod(ctx, kwokPod("held-owner", u.ns).Label("app", "held").Requests("cpu", "500m", "memory", "64Mi").Gated(gate))
 }
 
 // request creates a ProvisioningRequest, deleted when the spec ends.
@@ -381,11 +381,11 @@ func (u *upgrader) waitCondition(ctx context.Context, name, typ string, status m
 func (u *upgrader) expectGoverned(ctx context.Context, name string) {
 	ginkgo.GinkgoHelper()
 	pods := u.f.Client.CoreV1().Pods(u.ns)
-	p, err := pods.Create(ctx, wrappers.MakePod(name, u.ns).Requests("cpu", "100m").Gated(gate).Obj(), metav1.CreateOptions{})
+	p, err := pods.Create(ctx, kwokPod(name, u.ns).Requests("cpu", "100m").Gated(gate).Obj(), metav1.CreateOptions{})
 	gomega.Expect(err).NotTo(gomega.HaveOccurred())
 	gomega.Expect(p.Labels).To(gomega.HaveKeyWithValue(governedLabel, "true"), "the MetadataPolicy did not label pod %s", name)
 	gomega.Expect(pods.Delete(ctx, name, *metav1.NewDeleteOptions(0))).To(gomega.Succeed())
-	_, err = pods.Create(ctx, wrappers.MakePod(name+"-forbidden", u.ns).Label(forbiddenLabel, "true").Requests("cpu", "100m").Obj(), metav1.CreateOptions{})
+	_, err = pods.Create(ctx, kwokPod(name+"-forbidden", u.ns).Label(forbiddenLabel, "true").Requests("cpu", "100m").Obj(), metav1.CreateOptions{})
 	gomega.Expect(err).To(gomega.HaveOccurred(), "the MetadataPolicy did not reject a forbidden pod")
 	gomega.Expect(err.Error()).To(gomega.ContainSubstring("governing"))
 }
@@ -397,7 +397,7 @@ func (u *upgrader) midUpgrade(ctx context.Context) {
 	ginkgo.GinkgoHelper()
 	ginkgo.By("mid-upgrade (" + u.components(ctx) + "): the earlier release's add-ons on this release's kube-apiserver")
 	u.expectGoverned(ctx, "mid-policy")
-	u.f.CreatePod(ctx, wrappers.MakePod("mid-0", u.ns).Requests("cpu", "500m", "memory", "64Mi"))
+	u.f.CreatePod(ctx, kwokPod("mid-0", u.ns).Requests("cpu", "500m", "memory", "64Mi"))
 	u.f.WaitScheduled(ctx, util.LongTimeout, "mid-0")
 	u.request(ctx, "mid", provv1.ClassCheckCapacity, "small", 1, nil)
 	u.waitCondition(ctx, "mid", provv1.ConditionProvisioned, metav1.ConditionTrue, provv1.ReasonCapacityIsFound)
@@ -485,4 +485,11 @@ func (u *upgrader) afterUpgrade(ctx context.Context) {
 		gomega.Expect(err).NotTo(gomega.HaveOccurred())
 		gomega.Expect(meta.IsStatusConditionTrue(pr.Status.Conditions, want)).To(gomega.BeTrue(), "request %s: %v", name, pr.Status.Conditions)
 	}
+}
+
+// kwokPod is a pod for the kwok nodes. The suite does not taint the real
+// nodes as other suites do (framework.WithFakeNodesOnly): the upgraded
+// add-ons' pods must still be placed on the control-plane node.
+func kwokPod(name, namespace string) *wrappers.PodWrapper {
+	return wrappers.MakePod(name, namespace).NodeSelector("type", "kwok")
 }
