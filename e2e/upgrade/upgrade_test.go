@@ -290,8 +290,8 @@ func (u *upgrader) seed(ctx context.Context) {
 
 	ginkgo.By("a Reservation holding room for owners to come, and one its owner was placed in")
 	rsv := g.SchedulingV1alpha1().Reservations()
-	held := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("held"), "cpu", "500m").NodeSelector("type", "kwok").OwnerLabels(u.ns, map[string]string{"app": "held"}))
-	owned := u.f.CreateReservation(ctx, wrappers.MakeReservation(u.f.ReservationName("owned"), "cpu", "500m").NodeSelector("type", "kwok").OwnerPod(u.ns, "owner-0").AllocateOnce(false))
+	held := u.f.CreateReservation(ctx, wrappers.MakeReservation("held", "cpu", "500m").NodeSelector("type", "kwok").OwnerLabels(u.ns, map[string]string{"app": "held"}))
+	owned := u.f.CreateReservation(ctx, wrappers.MakeReservation("owned", "cpu", "500m").NodeSelector("type", "kwok").OwnerPod(u.ns, "owner-0").AllocateOnce(false))
 	for _, name := range []string{held.Name, owned.Name} {
 		framework.Eventually(ctx, func() schedv1alpha1.ReservationPhase {
 			r, err := rsv.Get(ctx, name, metav1.GetOptions{})
