@@ -33,7 +33,10 @@
 #           BENCH=BenchmarkReservationStatusWrite)
 #   LABELS  perf: scheduler_perf label filters, separated by spaces
 #           (default "gantry", and with WHAT=all "gantry gantry-preemption";
-#           "gantry-short" for quick local variants). A workload runs if it
+#           "gantry-short" for quick local variants, "gantry-gang" for the
+#           gang shapes (PodGroups, UpstreamGang and GantryGang, with and
+#           without reservations) and "gantry-gang-short" for their quick
+#           variants; the gang sets are in no default). A workload runs if it
 #           matches any one of them; within one, commas mean "and", as in
 #           scheduler_perf's -perf-scheduling-label-filter.
 #   DOC=1   write docs/performance.md and docs/performance.png (WHAT=perf

@@ -1,8 +1,9 @@
 // Package perf runs upstream's scheduler benchmark harness
 // (k8s.io/kubernetes/test/integration/scheduler_perf) on Gantry's plugins:
 // BenchmarkPerfScheduling runs the workloads of
-// testdata/performance-config.yaml, upstream's thresholded shapes under
-// upstream's default profile and under Gantry's
+// testdata/performance-config.yaml, upstream's thresholded shapes, and
+// its gang shapes (PodGroups, gate GenericWorkload), under upstream's
+// default profile and under Gantry's
 // (../testdata/gantry-scheduler-config.yaml, generated from
 // scheduler/profiles), with and without Available reservations, in one run,
 // so that their throughputs can be compared; docs/performance.md is made
@@ -19,5 +20,5 @@
 //
 // Run it with `make bench-scheduler WHAT=perf` (build tag scheduler_perf;
 // knobs in hack/bench-scheduler.sh), e.g. LABELS=gantry-short for the quick
-// variants.
+// variants, LABELS=gantry-gang for the gangs (gantry-gang-short, quick).
 package perf

@@ -173,3 +173,47 @@ func TestDocAndPlot(t *testing.T) {
 		t.Errorf("plot is %v, want two 640x420 panels", b)
 	}
 }
+
+// The gang shapes (LABELS=gantry-gang) come in as any Upstream*/Gantry*
+// pair does: compared on the page and in benchstat's profiles set under
+// upstream's name for the shape, and, with reservations, against the same
+// gangs without.
+func TestGangShapes(t *testing.T) {
+	const gangs = `BenchmarkPerfScheduling/UpstreamGang/500Nodes_100Gangs_300Pods-2  1  100 SchedulingThroughput/Average
+BenchmarkPerfScheduling/GantryGang/500Nodes_100Gangs_300Pods-2  1  90 SchedulingThroughput/Average
+BenchmarkPerfScheduling/GantryGang/500Nodes_100Gangs_300Pods_300Reservations-2  1  80 SchedulingThroughput/Average
+`
+	r := newResults()
+	if err := r.readBench(strings.NewReader(gangs)); err != nil {
+		t.Fatal(err)
+	}
+	if got := upstreamOf("GantryGang"); got != "UpstreamGang" {
+		t.Errorf("upstreamOf(GantryGang) = %q, want UpstreamGang", got)
+	}
+	var b bytes.Buffer
+	for _, set := range []string{"profiles", "reservations"} {
+		if err := r.normalize(&b, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{
+		"BenchmarkGangScheduling/500Nodes_100Gangs_300Pods/profile=Upstream 1 100 pods/s\n",
+		"BenchmarkGangScheduling/500Nodes_100Gangs_300Pods/profile=Gantry 1 90 pods/s\n",
+		"BenchmarkGantryGang/500Nodes_100Gangs_300Pods/reservations=0 1 90 pods/s\n",
+		"BenchmarkGantryGang/500Nodes_100Gangs_300Pods/reservations=300 1 80 pods/s\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("benchstat input lacks %q:\n%s", want, b.String())
+		}
+	}
+	var md bytes.Buffer
+	writeDoc(&md, docInput{res: r, kube: "1.37.2", plot: "performance.png"})
+	for _, want := range []string{
+		"| GangScheduling | 500Nodes_100Gangs_300Pods | 100.0 (100.0–100.0, n=1) | 90.0 (90.0–90.0, n=1) | **0.90×** |",
+		"| GantryGang | 500Nodes_100Gangs_300Pods_300Reservations | 90.0 (90.0–90.0, n=1) | 80.0 (80.0–80.0, n=1) | **0.89×** |",
+	} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the page lacks %q:\n%s", want, md.String())
+		}
+	}
+}

@@ -244,6 +244,8 @@ func shapeOf(profile string) string {
 		return "SchedulingWhileGated"
 	case "Preemption":
 		return "PreemptionAsync"
+	case "Gang":
+		return "GangScheduling"
 	}
 	return profile
 }
