@@ -331,19 +331,29 @@ func (r *Runtime) Create(ctx context.Context) error {
 // writeSchedulerConfig writes the scheduler configuration the control-plane
 // node mounts, and returns its path.
 func (r *Runtime) writeSchedulerConfig() (string, error) {
-	data, err := os.ReadFile(r.o.SchedulerConfig)
+	out, err := r.nodeSchedulerConfig()
 	if err != nil {
-		return "", fmt.Errorf("scheduler configuration: %w", err)
-	}
-	out, err := nodeSchedulerConfig(data)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", r.o.SchedulerConfig, err)
+		return "", err
 	}
 	path := filepath.Join(r.dir(), "kube-scheduler.yaml")
 	if err := os.MkdirAll(r.dir(), 0o755); err != nil {
 		return "", err
 	}
 	return path, os.WriteFile(path, out, 0o644)
+}
+
+// nodeSchedulerConfig is the cluster's scheduler configuration as the
+// control-plane node runs it (nodeSchedulerConfig of its file).
+func (r *Runtime) nodeSchedulerConfig() ([]byte, error) {
+	data, err := os.ReadFile(r.o.SchedulerConfig)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler configuration: %w", err)
+	}
+	out, err := nodeSchedulerConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.o.SchedulerConfig, err)
+	}
+	return out, nil
 }
 
 // writeStockPatches writes kubeadm's patches of the stock control plane

@@ -260,13 +260,9 @@ func (r *Runtime) upgradeStaticPod(ctx context.Context, client kubernetes.Interf
 // made (a file of the host's, which this release does not own), and
 // returns its path.
 func (r *Runtime) upgradeSchedulerConfig(cp kindnodes.Node) (string, error) {
-	data, err := os.ReadFile(r.o.SchedulerConfig)
+	out, err := r.nodeSchedulerConfig()
 	if err != nil {
-		return "", fmt.Errorf("scheduler configuration: %w", err)
-	}
-	out, err := nodeSchedulerConfig(data)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", r.o.SchedulerConfig, err)
+		return "", err
 	}
 	file := schedulerConfigDir + "/kube-scheduler-" + r.kubeVersion + ".yaml"
 	if err := nodeutils.WriteFile(cp, file, string(out)); err != nil {
