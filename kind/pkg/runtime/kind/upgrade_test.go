@@ -92,7 +92,7 @@ func TestReleaseImage(t *testing.T) {
 	}
 	r := &Runtime{o: &cluster.Options{Root: root}}
 	for old, want := range map[string]string{
-		"gantry.local/etcd:3.6.5-0":                     "gantry.local/etcd:3.7.0-0",
+		"gantry.local/etcd:3.6.5-0":                    "gantry.local/etcd:3.7.0-0",
 		"gantry.local/kube-apiserver-upstream:v1.36.3": "gantry.local/kube-apiserver-upstream:v1.37.2",
 	} {
 		if got, err := r.releaseImage(old); err != nil || got != want {
