@@ -10,7 +10,6 @@ import (
 	"github.com/onsi/gomega"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,8 +193,8 @@ var _ = framework.Describe("Gangs", ginkgo.Label(framework.LabelGangs), ginkgo.S
 	})
 
 	ginkgo.It("preempts for a whole gang, and nothing for a gang that would not fit whole", func(ctx ginkgo.SpecContext) {
-		low := priorityClass(ctx, f, "low", 10)
-		high := priorityClass(ctx, f, "high", 1000)
+		low := f.CreatePriorityClass(ctx, "low", 10, "")
+		high := f.CreatePriorityClass(ctx, "high", 1000, "")
 		ginkgo.By("low-priority pods of one CPU fill both nodes")
 		n := 0
 		for i, c := range cpus() {
@@ -234,24 +233,6 @@ var _ = framework.Describe("Gangs", ginkgo.Label(framework.LabelGangs), ginkgo.S
 		gomega.Expect(bound(ctx, "tier=low")).To(gomega.HaveLen(n-2), "the gang of 2 CPU preempted other than two one-CPU pods")
 	})
 })
-
-// priorityClass creates PriorityClass <namespace>-short of value, deleted
-// after the spec, and returns its name.
-func priorityClass(ctx context.Context, f *framework.Framework, short string, value int32) string {
-	ginkgo.GinkgoHelper()
-	pc := &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{Name: f.Namespace + "-" + short, Labels: map[string]string{framework.NamespaceLabel: f.Namespace}},
-		Value:      value,
-	}
-	_, err := f.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating PriorityClass %s", pc.Name)
-	ginkgo.DeferCleanup(func(ctx context.Context) {
-		if err := f.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
-			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting PriorityClass %s", pc.Name)
-		}
-	})
-	return pc.Name
-}
 
 // podGroupEvents are the reasons and messages of PodGroup name's events,
 // one per line.

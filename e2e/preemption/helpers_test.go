@@ -11,7 +11,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -80,32 +79,6 @@ func (t *tester) cpus(node string) int {
 	}
 	ginkgo.Fail("no kwok node " + node)
 	return 0
-}
-
-// priorityClass creates a PriorityClass under a name unique to the spec
-// and deletes it after the spec; it returns the name.
-func (t *tester) priorityClass(ctx context.Context, short string, value int32, policy v1.PreemptionPolicy) string {
-	ginkgo.GinkgoHelper()
-	pc := &schedulingv1.PriorityClass{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   t.Namespace + "-" + short,
-			Labels: map[string]string{framework.NamespaceLabel: t.Namespace},
-		},
-		Value:       value,
-		Description: "e2e preemption suite",
-	}
-	if policy != "" {
-		pc.PreemptionPolicy = &policy
-	}
-	_, err := t.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{})
-	gomega.Expect(err).NotTo(gomega.HaveOccurred(), "creating PriorityClass %s", pc.Name)
-	ginkgo.DeferCleanup(func(ctx context.Context) {
-		err := t.Client.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{})
-		if !apierrors.IsNotFound(err) {
-			gomega.Expect(err).NotTo(gomega.HaveOccurred(), "deleting PriorityClass %s", pc.Name)
-		}
-	})
-	return pc.Name
 }
 
 // fill creates n one-CPU pods of priority class class, named prefix-0…,

@@ -35,9 +35,9 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("preempts only the lowest-priority pods a high-priority pod needs, marking them before deleting them", func(ctx ginkgo.SpecContext) {
 		node, other := t.nodes[0].Name, t.nodes[1].Name
-		low := t.priorityClass(ctx, "low", lowPriority, "")
-		mid := t.priorityClass(ctx, "mid", midPriority, "")
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
+		mid := t.CreatePriorityClass(ctx, "mid", midPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 
 		ginkgo.By(fmt.Sprintf("filling %s with two low-priority and %d mid-priority one-CPU pods", node, t.cpus(node)-2))
 		lows := t.fill(ctx, node, low, "low", 2, nil)
@@ -82,9 +82,9 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("spares pods a PodDisruptionBudget protects and preempts on another node", func(ctx ginkgo.SpecContext) {
 		guardedNode, openNode := t.nodes[0].Name, t.nodes[1].Name
-		low := t.priorityClass(ctx, "low", lowPriority, "")
-		mid := t.priorityClass(ctx, "mid", midPriority, "")
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
+		mid := t.CreatePriorityClass(ctx, "mid", midPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 
 		// Without the budget the guarded node would be chosen: its victims'
 		// highest priority is the lower one (upstream's second criterion,
@@ -134,7 +134,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("preempts a lower-priority Available reservation, which becomes Failed with reason Preempted", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 
 		ginkgo.By(fmt.Sprintf("reserving %d CPUs of %s at low priority and one above the preemptor's, for pods that never come", t.cpus(node)-1, node))
 		r := t.CreateReservation(ctx, wrappers.MakeReservation("low", "cpu", fmt.Sprint(t.cpus(node)-1), "memory", "64Mi").
@@ -169,7 +169,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("lets a pending high-priority reservation preempt the lower-priority pods it needs", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
-		low := t.priorityClass(ctx, "low", lowPriority, "")
+		low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
 		ginkgo.By(fmt.Sprintf("filling %s with %d low-priority one-CPU pods", node, t.cpus(node)))
 		lows := t.fill(ctx, node, low, "low", t.cpus(node), nil)
 
@@ -199,8 +199,8 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("leaves a pod with preemptionPolicy Never pending and preempts nothing", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
-		low := t.priorityClass(ctx, "low", lowPriority, "")
-		never := t.priorityClass(ctx, "high-never", highPriority, v1.PreemptNever)
+		low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
+		never := t.CreatePriorityClass(ctx, "high-never", highPriority, v1.PreemptNever)
 		fillers := t.fill(ctx, node, low, "low", t.cpus(node), nil)
 
 		before := t.counters(ctx, gomega.Default)
@@ -213,8 +213,8 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("schedules a preemptor promptly when its victims are deleted by someone else first", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
-		low := t.priorityClass(ctx, "low", lowPriority, "")
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 		rec := t.record(ctx)
 		before := t.counters(ctx, gomega.Default)
 		rounds := []struct {
@@ -278,7 +278,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 
 	ginkgo.It("does not preempt pods of the same priority", func(ctx ginkgo.SpecContext) {
 		node := t.nodes[0].Name
-		mid := t.priorityClass(ctx, "mid", midPriority, "")
+		mid := t.CreatePriorityClass(ctx, "mid", midPriority, "")
 		fillers := t.fill(ctx, node, mid, "mid", t.cpus(node), nil)
 
 		before := t.counters(ctx, gomega.Default)
@@ -290,7 +290,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 	})
 
 	ginkgo.It("clears the nomination of a preemptor whose victims cannot be deleted, retries it, and succeeds once they can", func(ctx ginkgo.SpecContext) {
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 		node, fillers, lift := t.undeletableNode(ctx)
 		rec := t.record(ctx)
 		before := t.counters(ctx, gomega.Default)
@@ -333,7 +333,7 @@ var _ = framework.Describe("AsyncPreemption", ginkgo.Label(framework.LabelPreemp
 	})
 
 	ginkgo.It("spaces the retries of a failing preemption by its backoff", func(ctx ginkgo.SpecContext) {
-		high := t.priorityClass(ctx, "high", highPriority, "")
+		high := t.CreatePriorityClass(ctx, "high", highPriority, "")
 		node, _, _ := t.undeletableNode(ctx)
 		before := t.counters(ctx, gomega.Default)
 		ginkgo.By("creating a high-priority pod that needs two CPUs of " + node)
@@ -418,7 +418,7 @@ const backoffWindow = 2500 * time.Millisecond
 func (t *tester) undeletableNode(ctx context.Context) (string, []*v1.Pod, func(context.Context)) {
 	ginkgo.GinkgoHelper()
 	node := t.nodes[0].Name
-	low := t.priorityClass(ctx, "low", lowPriority, "")
+	low := t.CreatePriorityClass(ctx, "low", lowPriority, "")
 	fillers := t.fill(ctx, node, low, "low", t.cpus(node), map[string]string{undeletableLabel: "true"})
 	ginkgo.By("denying the deletion of the low-priority pods on " + node)
 	return node, fillers, t.denyDeletes(ctx)
